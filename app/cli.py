@@ -1,0 +1,88 @@
+"""The ``gemma-chat`` command line. Heavy modules (torch, vllm, textual) load inside commands only."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from app import __version__
+
+EXIT_USAGE = 2
+
+
+def _add_model_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("model and engine")
+    group.add_argument(
+        "--model", help="local checkpoint directory or Hugging Face id (default google/gemma-4-E2B-it)"
+    )
+    group.add_argument(
+        "--demo", action="store_true", default=None, help="use the generated offline demo checkpoint"
+    )
+    group.add_argument(
+        "--profile", choices=("baseline", "optimized", "eager"), help="engine path (default optimized)"
+    )
+    group.add_argument("--max-model-len", type=int, help="context window in tokens")
+    group.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"), help="model dtype")
+    group.add_argument("--kv-cache-gib", type=int, help="CPU: GiB of memory for each engine's KV cache")
+    group.add_argument("--gpu-memory-utilization", type=float, help="GPU: fraction of GPU memory per engine")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gemma-chat",
+        description="Chat with Gemma 4 E2B on an in-process vLLM engine (optimized path vs stock vLLM).",
+    )
+    parser.add_argument("--version", action="version", version=f"gemma-chat {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    ask = commands.add_parser("ask", help="answer one prompt on stdout, then print the engine's figures")
+    ask.add_argument("prompt", help="the user message")
+    ask.add_argument("--system", help="system prompt")
+    ask.add_argument("--max-tokens", type=int, default=256, help="reply budget in tokens (default 256)")
+    ask.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    ask.add_argument(
+        "-a", "--attach", action="append", default=[], metavar="FILE", help="attach an image (repeatable)"
+    )
+    _add_model_flags(ask)
+
+    make = commands.add_parser("make-model", help="write a random-weight Gemma 4 checkpoint and its drafter")
+    make.add_argument("out", help="output directory (gets model/ and drafter/)")
+    make.add_argument("--size", choices=("tiny", "bench"), default="tiny", help="tiny (tests) or bench")
+    make.add_argument("--seed", type=int, default=0, help="same seed, same bytes")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    from backend.errors import GemmaChatError
+
+    try:
+        if args.command == "ask":
+            from app.commands.ask import run_ask
+
+            return run_ask(args)
+        if args.command == "make-model":
+            from app.commands.make_model import run_make_model
+
+            return run_make_model(args)
+    except GemmaChatError as error:
+        print(f"gemma-chat: {error.problem}", file=sys.stderr)
+        if error.fix:
+            print(f"  fix: {error.fix}", file=sys.stderr)
+        return EXIT_USAGE
+    except ValueError as error:  # settings and flag validation
+        print(f"gemma-chat: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    parser.error(f"unknown command {args.command}")
+    return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

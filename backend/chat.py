@@ -1,0 +1,62 @@
+"""Chat messages and their rendering into a prompt with the model's own chat template."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Role = Literal["system", "user", "assistant", "tool"]
+MediaKind = Literal["image", "audio", "video"]
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    role: Role
+    text: str
+    media: tuple[MediaKind, ...] = ()
+    """Kinds of the attachments of this message, in order (their placeholders come first)."""
+    tool_calls: tuple[dict[str, Any], ...] = ()
+    name: str | None = None
+
+    def template_dict(self) -> dict[str, Any]:
+        content: Any = self.text
+        if self.media:
+            content = [{"type": kind} for kind in self.media] + [{"type": "text", "text": self.text}]
+        message: dict[str, Any] = {"role": self.role, "content": content}
+        if self.tool_calls:
+            message["tool_calls"] = list(self.tool_calls)
+        if self.name:
+            message["name"] = self.name
+        return message
+
+
+@dataclass(frozen=True)
+class RenderedPrompt:
+    text: str
+    """The prompt as the template wrote it, ``<bos>`` included: vLLM adds no special tokens to it."""
+    token_count: int
+    """Text tokens; each media placeholder counts one here (vLLM expands it)."""
+
+
+@dataclass
+class PromptRenderer:
+    """Renders messages with a tokenizer's chat template (the model's own)."""
+
+    tokenizer: Any
+    tools: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def for_model(cls, model_dir: str) -> PromptRenderer:
+        from transformers import AutoTokenizer
+
+        return cls(tokenizer=AutoTokenizer.from_pretrained(model_dir))
+
+    def render(self, messages: list[ChatMessage]) -> RenderedPrompt:
+        text = self.tokenizer.apply_chat_template(
+            [message.template_dict() for message in messages],
+            tools=self.tools or None,
+            tokenize=False,
+            add_generation_prompt=True,
+        )
+        count = len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return RenderedPrompt(text=text, token_count=count)

@@ -1,0 +1,115 @@
+"""The shapes of generated Gemma 4 checkpoints: a few-MB test fixture and a benchmark size.
+
+Both keep what makes Gemma 4 E2B Gemma 4 (see ``assets/gemma-4-e2b-config.json`` for
+the real values): interleaved sliding and full attention layers with different head
+dims (vLLM's CPU attention supports 32, 64, ..., 256, 512), the last layers reusing
+earlier layers' KV, per-layer input embeddings, a double-wide MLP on KV-sharing layers,
+the final logit soft-cap, and vision and audio towers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TextShape:
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    layer_types: tuple[str, ...]
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    global_head_dim: int
+    num_kv_shared_layers: int
+    hidden_size_per_layer_input: int
+    sliding_window: int
+    max_position_embeddings: int
+
+
+@dataclass(frozen=True)
+class VisionShape:
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    head_dim: int
+
+
+@dataclass(frozen=True)
+class AudioShape:
+    hidden_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    conv_channels: int
+
+
+@dataclass(frozen=True)
+class DrafterShape:
+    hidden_size: int
+    intermediate_size: int
+    num_attention_heads: int
+
+
+@dataclass(frozen=True)
+class CheckpointSize:
+    name: str
+    text: TextShape
+    vision: VisionShape
+    audio: AudioShape
+    drafter: DrafterShape
+    dtype: str = "float32"
+    """Saved weight dtype (vLLM's dtype=auto follows it): float32 for tests, bfloat16 like E2B."""
+
+
+S, F = "sliding_attention", "full_attention"
+
+TINY = CheckpointSize(
+    name="tiny",
+    text=TextShape(
+        vocab_size=512,
+        hidden_size=64,
+        intermediate_size=128,
+        layer_types=(S, S, F, S, S, F),
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=32,
+        global_head_dim=64,
+        num_kv_shared_layers=2,
+        hidden_size_per_layer_input=16,
+        sliding_window=128,
+        max_position_embeddings=32768,
+    ),
+    vision=VisionShape(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, head_dim=16
+    ),
+    audio=AudioShape(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, conv_channels=16),
+    drafter=DrafterShape(hidden_size=64, intermediate_size=128, num_attention_heads=2),
+)
+
+BENCH = CheckpointSize(
+    name="bench",
+    text=TextShape(
+        vocab_size=32768,
+        hidden_size=768,
+        intermediate_size=3072,
+        layer_types=(S, S, S, S, F) * 2,
+        num_attention_heads=4,
+        num_key_value_heads=1,
+        head_dim=256,
+        global_head_dim=512,
+        num_kv_shared_layers=4,
+        hidden_size_per_layer_input=64,
+        sliding_window=512,
+        max_position_embeddings=131072,
+    ),
+    vision=VisionShape(
+        hidden_size=128, intermediate_size=512, num_hidden_layers=2, num_attention_heads=2, head_dim=64
+    ),
+    audio=AudioShape(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, conv_channels=32),
+    drafter=DrafterShape(hidden_size=256, intermediate_size=1024, num_attention_heads=4),
+    dtype="bfloat16",
+)
+
+SIZES = {size.name: size for size in (TINY, BENCH)}

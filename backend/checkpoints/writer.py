@@ -1,0 +1,207 @@
+"""Write a random-weight Gemma 4 checkpoint (text, vision and audio towers) and its MTP drafter.
+
+``make_checkpoint(out, size, seed)`` writes two directories loadable by transformers and
+by vLLM: ``out/model`` (``Gemma4ForConditionalGeneration`` with tokenizer, chat template
+and processor configs) and ``out/drafter`` (``Gemma4AssistantForCausalLM``, the form of
+``google/gemma-4-E2B-it-assistant`` that vLLM's CPU build runs: plain, not
+centroid-masked, embeddings). Same size and seed, same bytes.
+
+Random weights give nearly flat logits, where greedy argmax is decided by rounding
+noise. The final norm is scaled up (``FINAL_NORM_SCALE``) so the logits are decisive and
+the output varied; the final soft-cap keeps them bounded.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from backend.checkpoints.sizes import SIZES, CheckpointSize, TextShape
+from backend.checkpoints.tokenizer import NAMED_TOKENS, STOP_TOKEN_IDS, TOKEN_ID, write_tokenizer
+
+FINAL_NORM_SCALE = 50.0
+IMAGE_SOFT_TOKENS = 280  # the processor's default budget; vLLM requires default_output_length == it
+MODEL_DIR, DRAFTER_DIR = "model", "drafter"
+
+
+@dataclass(frozen=True)
+class GeneratedCheckpoint:
+    model: Path
+    drafter: Path
+
+
+def text_config_kwargs(text: TextShape) -> dict[str, Any]:
+    return {
+        "vocab_size": text.vocab_size,
+        "hidden_size": text.hidden_size,
+        "intermediate_size": text.intermediate_size,
+        "num_hidden_layers": len(text.layer_types),
+        "layer_types": list(text.layer_types),
+        "num_attention_heads": text.num_attention_heads,
+        "num_key_value_heads": text.num_key_value_heads,
+        "head_dim": text.head_dim,
+        "global_head_dim": text.global_head_dim,
+        "num_kv_shared_layers": text.num_kv_shared_layers,
+        "hidden_size_per_layer_input": text.hidden_size_per_layer_input,
+        "vocab_size_per_layer_input": text.vocab_size,
+        "use_double_wide_mlp": True,
+        "sliding_window": text.sliding_window,
+        "max_position_embeddings": text.max_position_embeddings,
+        "final_logit_softcapping": 30.0,
+        "pad_token_id": TOKEN_ID["<pad>"],
+        "bos_token_id": TOKEN_ID["<bos>"],
+        "eos_token_id": list(STOP_TOKEN_IDS),
+        "tie_word_embeddings": True,
+    }
+
+
+def model_config(size: CheckpointSize) -> Any:
+    from transformers import Gemma4AudioConfig, Gemma4Config, Gemma4TextConfig, Gemma4VisionConfig
+
+    vllm_only: dict[str, Any] = {"default_output_length": IMAGE_SOFT_TOKENS}  # unknown to transformers
+    vision = Gemma4VisionConfig(
+        hidden_size=size.vision.hidden_size,
+        intermediate_size=size.vision.intermediate_size,
+        num_hidden_layers=size.vision.num_hidden_layers,
+        num_attention_heads=size.vision.num_attention_heads,
+        num_key_value_heads=size.vision.num_attention_heads,
+        head_dim=size.vision.head_dim,
+        pooling_kernel_size=3,
+        patch_size=16,
+        position_embedding_size=1024,
+        **vllm_only,
+    )
+    audio = Gemma4AudioConfig(
+        hidden_size=size.audio.hidden_size,
+        num_hidden_layers=size.audio.num_hidden_layers,
+        num_attention_heads=size.audio.num_attention_heads,
+        subsampling_conv_channels=[128, size.audio.conv_channels],  # [0] must be the 128 mel bins
+        output_proj_dims=size.text.hidden_size,
+    )
+    special_ids: dict[str, Any] = {
+        "pad_token_id": TOKEN_ID["<pad>"],
+        "bos_token_id": TOKEN_ID["<bos>"],
+        "eos_token_id": list(STOP_TOKEN_IDS),
+    }
+    return Gemma4Config(
+        text_config=Gemma4TextConfig(**text_config_kwargs(size.text)),
+        vision_config=vision,
+        audio_config=audio,
+        boi_token_id=TOKEN_ID["<|image>"],
+        eoi_token_id=TOKEN_ID["<image|>"],
+        image_token_id=TOKEN_ID["<|image|>"],
+        video_token_id=TOKEN_ID["<|video|>"],
+        boa_token_id=TOKEN_ID["<|audio>"],
+        eoa_token_index=TOKEN_ID["<audio|>"],
+        audio_token_id=TOKEN_ID["<|audio|>"],
+        tie_word_embeddings=True,
+        **special_ids,
+    )
+
+
+def drafter_config(size: CheckpointSize) -> Any:
+    from transformers import Gemma4AssistantConfig, Gemma4TextConfig
+
+    text = size.text
+    # The drafter's layers own no KV: they read the target's last sliding and last full layer.
+    layer_types = ["sliding_attention", "full_attention"]
+    drafter_text = Gemma4TextConfig(
+        **{
+            **text_config_kwargs(text),
+            "hidden_size": size.drafter.hidden_size,
+            "intermediate_size": size.drafter.intermediate_size,
+            "num_attention_heads": size.drafter.num_attention_heads,
+            "num_hidden_layers": len(layer_types),
+            "layer_types": layer_types,
+            "num_kv_shared_layers": len(layer_types),
+            "hidden_size_per_layer_input": 0,
+            "vocab_size_per_layer_input": 0,
+            "use_double_wide_mlp": False,
+        }
+    )
+    return Gemma4AssistantConfig(
+        text_config=drafter_text,
+        backbone_hidden_size=text.hidden_size,
+        use_ordered_embeddings=False,
+        tie_word_embeddings=True,
+    )
+
+
+def _generation_config(out: Path) -> None:
+    config = {
+        "bos_token_id": TOKEN_ID["<bos>"],
+        "pad_token_id": TOKEN_ID["<pad>"],
+        "eos_token_id": list(STOP_TOKEN_IDS),
+        "do_sample": False,
+    }
+    (out / "generation_config.json").write_text(json.dumps(config, indent=2) + "\n")
+
+
+def _processor_configs(out: Path) -> None:
+    processor = {
+        "processor_class": "Gemma4Processor",
+        "image_seq_length": IMAGE_SOFT_TOKENS,
+        "audio_seq_length": 750,
+        "audio_ms_per_token": 40,
+        "image_processor": {
+            "image_processor_type": "Gemma4ImageProcessor",
+            "patch_size": 16,
+            "pooling_kernel_size": 3,
+            "max_soft_tokens": IMAGE_SOFT_TOKENS,
+            "do_resize": True,
+            "do_rescale": True,
+            "rescale_factor": 1 / 255,
+            "do_normalize": False,
+            "do_convert_rgb": True,
+        },
+        "feature_extractor": {
+            "feature_extractor_type": "Gemma4AudioFeatureExtractor",
+            "feature_size": 128,
+            "sampling_rate": 16000,
+        },
+        "video_processor": {
+            "video_processor_type": "Gemma4VideoProcessor",
+            "patch_size": 16,
+            "pooling_kernel_size": 3,
+            "max_soft_tokens": 70,
+            "num_frames": 32,
+            "do_sample_frames": True,
+        },
+    }
+    (out / "processor_config.json").write_text(json.dumps(processor, indent=2) + "\n")
+
+
+def _seeded_model(config: Any, cls_name: str, seed: int, dtype: str) -> Any:
+    import torch
+    import transformers
+
+    torch.manual_seed(seed)
+    model = getattr(transformers, cls_name)(config)
+    return model.to(getattr(torch, dtype)).eval()
+
+
+def make_checkpoint(out: Path, size: str | CheckpointSize = "tiny", seed: int = 0) -> GeneratedCheckpoint:
+    """Write ``out/model`` and ``out/drafter``; return their paths."""
+    import torch
+
+    shape = SIZES[size] if isinstance(size, str) else size
+    model_dir, drafter_dir = out / MODEL_DIR, out / DRAFTER_DIR
+    model_dir.mkdir(parents=True, exist_ok=True)
+    drafter_dir.mkdir(parents=True, exist_ok=True)
+
+    model = _seeded_model(model_config(shape), "Gemma4ForConditionalGeneration", seed, shape.dtype)
+    with torch.no_grad():
+        model.model.language_model.norm.weight.mul_(FINAL_NORM_SCALE)
+    model.save_pretrained(model_dir)
+    drafter = _seeded_model(drafter_config(shape), "Gemma4AssistantForCausalLM", seed + 1, shape.dtype)
+    drafter.save_pretrained(drafter_dir)
+
+    for directory in (model_dir, drafter_dir):
+        write_tokenizer(directory, shape.text.vocab_size, shape.text.max_position_embeddings)
+        _generation_config(directory)
+    _processor_configs(model_dir)
+    manifest = {"generator": "gemma-chat make-model", "size": shape.name, "seed": seed, "named": NAMED_TOKENS}
+    (out / "gemma-chat-checkpoint.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    return GeneratedCheckpoint(model=model_dir, drafter=drafter_dir)

@@ -1,0 +1,114 @@
+"""The engine interface the app talks to, and the events a turn produces.
+
+An ``Engine`` starts once, then streams turns: ``stream(request)`` yields ``Started``,
+any number of ``Delta`` and ``MetricsUpdate``, then exactly one of ``Finished``,
+``Cancelled`` or ``Failed``. ``abort(request_id)`` cancels a turn; ``shutdown()`` ends
+the engine and its child processes. The vLLM implementation is ``backend.vllm_engine``;
+UI tests use a fake that emits the same events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from backend.metrics import TurnMetrics
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    """How tokens are chosen. ``temperature == 0`` is greedy."""
+
+    max_tokens: int = 512
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+    seed: int | None = 0
+    ignore_eos: bool = False
+
+    def __post_init__(self) -> None:
+        if self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be at least 1, got {self.max_tokens}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be 0 or more, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+
+
+@dataclass(frozen=True)
+class EngineRequest:
+    """One turn for the engine: the rendered prompt, its media and how to sample."""
+
+    request_id: str
+    prompt: str
+    multi_modal_data: dict[str, Any] = field(default_factory=dict)
+    mm_processor_kwargs: dict[str, Any] = field(default_factory=dict)
+    sampling: SamplingSettings = field(default_factory=SamplingSettings)
+
+
+@dataclass(frozen=True)
+class Started:
+    request_id: str
+
+
+@dataclass(frozen=True)
+class Delta:
+    request_id: str
+    text: str
+    token_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class MetricsUpdate:
+    request_id: str
+    metrics: TurnMetrics
+
+
+@dataclass(frozen=True)
+class Finished:
+    request_id: str
+    text: str
+    token_ids: tuple[int, ...]
+    metrics: TurnMetrics
+    finish_reason: str
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    request_id: str
+    text: str
+    token_ids: tuple[int, ...]
+    metrics: TurnMetrics
+
+
+@dataclass(frozen=True)
+class Failed:
+    request_id: str
+    message: str
+
+
+TurnEvent = Started | Delta | MetricsUpdate | Finished | Cancelled | Failed
+ProgressCallback = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """What a started engine can do, for the UI and for validation before sending."""
+
+    model: str
+    max_model_len: int
+    modalities: frozenset[str]
+    engine_args: dict[str, Any]
+
+
+class Engine(Protocol):
+    """What the app needs from an engine."""
+
+    async def start(self, progress: ProgressCallback | None = None) -> EngineInfo: ...
+
+    def stream(self, request: EngineRequest) -> AsyncIterator[TurnEvent]: ...
+
+    async def abort(self, request_id: str) -> None: ...
+
+    async def shutdown(self) -> None: ...

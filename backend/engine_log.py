@@ -1,0 +1,82 @@
+"""Where the engine's own log goes, and what a failed start's log means for the user.
+
+vLLM's engine core runs in child processes that write to the inherited standard error.
+``capture_stderr(path)`` points file descriptor 2 at a log file (children inherit it), so
+the terminal stays clean and the cause of a failure can be read back by ``diagnose``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TextIO
+
+from backend.errors import EngineStartFailed, GemmaChatError, NotEnoughMemory
+
+_KV_TOO_SMALL = re.compile(
+    r"max seq len \((\d+)\), \(([\d.]+) GiB KV cache is needed, which is larger than the available "
+    r"KV cache memory \(([\d.]+) GiB\)\.(?: Based on the available memory, the estimated maximum "
+    r"model length is (\d+)\.)?"
+)
+_NO_KV = "No available memory for the cache blocks"
+_OOM = ("CUDA out of memory", "OutOfMemoryError", "Cannot allocate memory", "std::bad_alloc")
+
+
+@contextlib.contextmanager
+def capture_stderr(path: Path) -> Iterator[TextIO]:
+    """Send this process's (and its future children's) fd 2 to ``path`` until the block ends.
+
+    Yields a text stream on the original standard error, for messages meant for the user.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    console = os.fdopen(os.dup(saved), "w", buffering=1)
+    with open(path, "ab", buffering=0) as log:
+        os.dup2(log.fileno(), 2)
+        try:
+            yield console
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            console.close()
+
+
+def tail(path: Path | None, max_chars: int = 4000) -> str:
+    if path is None or not path.is_file():
+        return ""
+    return path.read_text(errors="replace")[-max_chars:]
+
+
+def diagnose(error: BaseException, log_text: str, log_path: Path | None) -> GemmaChatError:
+    """The user-facing error for a failed engine start, from the exception and the engine log."""
+    text = f"{log_text}\n{error}"
+    where = f" The engine log is {log_path}." if log_path else ""
+    found = _KV_TOO_SMALL.search(text)
+    if found:
+        window, needed, available, estimate = found.groups()
+        hint = f" (about {estimate} tokens fit)" if estimate else ""
+        return NotEnoughMemory(
+            f"Not enough memory for the KV cache: a {window}-token context window needs {needed} GiB "
+            f"of KV cache, and {available} GiB is available{hint}.",
+            "Lower --max-model-len, or give the KV cache more memory (--kv-cache-gib on CPU, "
+            f"--gpu-memory-utilization on a GPU).{where}",
+        )
+    if _NO_KV in text:
+        return NotEnoughMemory(
+            "Not enough memory for the KV cache: the model's weights left no room for it.",
+            f"Give the engine more memory (--kv-cache-gib on CPU, --gpu-memory-utilization on a GPU) "
+            f"or use a smaller model.{where}",
+        )
+    if any(marker in text for marker in _OOM):
+        return NotEnoughMemory(
+            "The engine ran out of memory while starting.",
+            f"Close other programs, lower --max-model-len, or use a smaller model.{where}",
+        )
+    last = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
+    return EngineStartFailed(f"The engine failed to start: {last}", where.strip())

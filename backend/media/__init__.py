@@ -1,0 +1,1 @@
+"""Attachments: loading, validation and token costs of images, audio and video."""

@@ -1,0 +1,133 @@
+"""Turn ``--model`` / ``--demo`` into a local checkpoint directory (and its drafter), or a clear error.
+
+* A local directory must hold ``config.json`` and weights (``*.safetensors`` or ``*.bin``).
+* A hub id (``google/gemma-4-E2B-it``) is looked up in the local Hugging Face cache first,
+  then downloaded; without network and without a local copy the error says how to get one.
+* ``--demo`` uses a generated checkpoint kept in the cache directory (made on first use).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from backend import paths
+from backend.errors import ModelNotFound, NotACheckpoint
+
+DEFAULT_MODEL = "google/gemma-4-E2B-it"
+DEFAULT_DRAFTER = "google/gemma-4-E2B-it-assistant"
+GENERATED_MANIFEST = "gemma-chat-checkpoint.json"
+DEMO_SIZE, DEMO_SEED = "tiny", 0
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """A resolved model: its directory, its MTP drafter directory if known, and a display name."""
+
+    path: Path
+    drafter: Path | None
+    name: str
+
+    def modalities(self) -> frozenset[str]:
+        """What the checkpoint takes: text, plus image/video with a vision tower, audio with an audio one."""
+        config = json.loads((self.path / "config.json").read_text())
+        kinds = {"text"}
+        if config.get("vision_config"):
+            kinds |= {"image", "video"}
+        if config.get("audio_config"):
+            kinds.add("audio")
+        return frozenset(kinds)
+
+
+def _looks_like_hub_id(model: str) -> bool:
+    return model.count("/") == 1 and not model.startswith((".", "/", "~"))
+
+
+def check_checkpoint_dir(path: Path) -> None:
+    if not path.is_dir():
+        raise NotACheckpoint(f"{path} is not a directory.", "Point --model at a checkpoint folder.")
+    if not (path / "config.json").is_file():
+        raise NotACheckpoint(
+            f"{path} is not a model checkpoint: it has no config.json.",
+            "Point --model at a folder with config.json and *.safetensors "
+            "(for example a downloaded google/gemma-4-E2B-it), or try --demo.",
+        )
+    if not any(path.glob("*.safetensors")) and not any(path.glob("*.bin")):
+        raise NotACheckpoint(
+            f"{path} has a config.json but no weights (*.safetensors).",
+            "Finish the download or copy the weight files into it.",
+        )
+    try:
+        json.loads((path / "config.json").read_text())
+    except (OSError, ValueError) as error:
+        raise NotACheckpoint(f"{path}/config.json cannot be read: {error}.", "Re-download it.") from None
+
+
+def _download(repo_id: str) -> Path:
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(repo_id, local_files_only=True))
+    except Exception:  # not cached (or partially): try the network next
+        pass
+    try:
+        return Path(snapshot_download(repo_id))
+    except Exception as error:
+        raise ModelNotFound(
+            f"{repo_id} is not on this machine and could not be downloaded ({type(error).__name__}).",
+            f"On a machine with network run `hf download {repo_id}` (or copy the folder here) and "
+            "pass --model /path/to/it; or try the app offline with --demo.",
+        ) from None
+
+
+def _optional_download(repo_id: str) -> Path | None:
+    """The drafter is optional: without it the optimized path falls back to ngram speculation."""
+    try:
+        return _download(repo_id)
+    except ModelNotFound:
+        return None
+
+
+def _generated_drafter(path: Path) -> Path | None:
+    """A generated checkpoint's drafter lives beside it (``make-model`` writes both)."""
+    if (path.parent / GENERATED_MANIFEST).is_file() and (path.parent / "drafter").is_dir():
+        return path.parent / "drafter"
+    if (path / GENERATED_MANIFEST).is_file() and (path / "drafter").is_dir():
+        return path / "drafter"
+    return None
+
+
+def resolve(model: str | None, demo: bool = False) -> ModelSource:
+    """The checkpoint for ``--model`` (default Gemma 4 E2B) or ``--demo``."""
+    if demo:
+        return demo_model()
+    model = model or DEFAULT_MODEL
+    local = Path(model).expanduser()
+    if local.exists() or not _looks_like_hub_id(model):
+        if (local / GENERATED_MANIFEST).is_file():
+            local = local / "model"
+        check_checkpoint_dir(local)
+        return ModelSource(path=local.resolve(), drafter=_generated_drafter(local.resolve()), name=local.name)
+    path = _download(model)
+    check_checkpoint_dir(path)
+    drafter = _optional_download(DEFAULT_DRAFTER) if model == DEFAULT_MODEL else None
+    return ModelSource(path=path, drafter=drafter, name=model)
+
+
+def demo_model() -> ModelSource:
+    """The generated demo checkpoint, made on first use (a few seconds)."""
+    from backend.checkpoints import make_checkpoint
+
+    root = paths.generated_models_dir() / f"{DEMO_SIZE}-seed{DEMO_SEED}"
+    if not (root / GENERATED_MANIFEST).is_file():
+        partial = root.with_name(f"{root.name}.partial-{os.getpid()}")
+        shutil.rmtree(partial, ignore_errors=True)
+        make_checkpoint(partial, DEMO_SIZE, DEMO_SEED)
+        shutil.rmtree(root, ignore_errors=True)
+        partial.rename(root)
+    return ModelSource(
+        path=root / "model", drafter=root / "drafter", name=f"demo ({DEMO_SIZE}, random weights)"
+    )

@@ -1,0 +1,54 @@
+"""Every directory gemma-chat reads or writes. Nothing is created at import.
+
+``GEMMA_CHAT_HOME`` puts all of them under one folder (tests and CI use it); otherwise
+they follow the platform's conventions (platformdirs).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+APP_NAME = "gemma-chat"
+
+
+def _home() -> Path | None:
+    value = os.environ.get("GEMMA_CHAT_HOME")
+    return Path(value).expanduser() if value else None
+
+
+def config_dir() -> Path:
+    home = _home()
+    if home is not None:
+        return home / "config"
+    from platformdirs import user_config_path
+
+    return user_config_path(APP_NAME)
+
+
+def data_dir() -> Path:
+    home = _home()
+    if home is not None:
+        return home / "data"
+    from platformdirs import user_data_path
+
+    return user_data_path(APP_NAME)
+
+
+def cache_dir() -> Path:
+    home = _home()
+    if home is not None:
+        return home / "cache"
+    from platformdirs import user_cache_path
+
+    return user_cache_path(APP_NAME)
+
+
+def generated_models_dir() -> Path:
+    """Where ``--demo`` keeps the checkpoints it generates."""
+    return cache_dir() / "models"
+
+
+def logs_dir() -> Path:
+    """Engine logs (vLLM's own output), one file per run."""
+    return cache_dir() / "logs"

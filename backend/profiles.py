@@ -1,0 +1,171 @@
+"""Engine paths as immutable values, and the vLLM arguments each implies on this machine.
+
+* ``baseline``: vLLM as it ships for this model on this hardware — the engine's own
+  defaults (compilation, and CUDA graphs on a GPU), no speculative decoding.
+* ``optimized``: what gemma-chat adds on top (see ``EngineProfile.optimized``).
+* ``eager``: the baseline without compilation, for diagnosis only (its kernels are not
+  the baseline's, so no parity promise is made against it).
+
+``engine_config(profile, source, settings)`` returns the keyword arguments for vLLM's
+``AsyncEngineArgs`` plus the environment the engine's processes need, each with the
+reason it differs from vLLM's defaults.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from backend import vllm_env
+from backend.model_source import ModelSource
+from backend.settings import EngineSettings
+
+ProfileName = Literal["baseline", "optimized", "eager"]
+PROFILE_NAMES: tuple[ProfileName, ...] = ("baseline", "optimized", "eager")
+
+
+@dataclass(frozen=True)
+class EngineProfile:
+    name: ProfileName
+    summary: str
+    speculation: Literal["none", "mtp", "ngram"] = "none"
+    num_speculative_tokens: int = 0
+    enforce_eager: bool = False
+    cpu_use_all_cores: bool = False
+
+    def __post_init__(self) -> None:
+        if self.speculation == "none" and self.num_speculative_tokens:
+            raise ValueError("num_speculative_tokens needs a speculation method")
+        if self.speculation != "none" and not 1 <= self.num_speculative_tokens <= 8:
+            raise ValueError(f"num_speculative_tokens must be 1..8, got {self.num_speculative_tokens}")
+
+    @classmethod
+    def baseline(cls) -> EngineProfile:
+        return cls("baseline", "stock vLLM: the engine's defaults, no speculative decoding")
+
+    @classmethod
+    def optimized(cls) -> EngineProfile:
+        return cls(
+            "optimized",
+            "speculative decoding with Gemma 4's MTP drafter (ngram where no drafter), "
+            "model on every CPU core",
+            speculation="mtp",
+            num_speculative_tokens=2,
+            cpu_use_all_cores=True,
+        )
+
+    @classmethod
+    def eager(cls) -> EngineProfile:
+        return cls("eager", "baseline without torch.compile (diagnosis only)", enforce_eager=True)
+
+    @classmethod
+    def named(cls, name: str) -> EngineProfile:
+        if name not in PROFILE_NAMES:
+            raise ValueError(f"unknown profile {name!r}: choose one of {', '.join(PROFILE_NAMES)}")
+        return getattr(cls, name)()
+
+
+@dataclass(frozen=True)
+class Argument:
+    value: Any
+    reason: str
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """What one engine is started with: vLLM arguments and process environment, with reasons."""
+
+    profile: EngineProfile
+    args: dict[str, Argument] = field(default_factory=dict)
+    env: dict[str, Argument] = field(default_factory=dict)
+
+    def engine_kwargs(self) -> dict[str, Any]:
+        return {name: arg.value for name, arg in self.args.items()}
+
+    def env_values(self) -> dict[str, str]:
+        return {name: str(arg.value) for name, arg in self.env.items()}
+
+
+def on_gpu() -> bool:
+    """True where vLLM runs on CUDA (the CUDA build with a visible GPU)."""
+    vllm_env.prepare()
+    from vllm.platforms import current_platform
+
+    return bool(current_platform.is_cuda())
+
+
+def _speculative(profile: EngineProfile, source: ModelSource) -> tuple[dict[str, Any], str] | None:
+    if profile.speculation == "none":
+        return None
+    if profile.speculation == "mtp" and source.drafter is not None and _drafter_runs_here(source):
+        spec = {"model": str(source.drafter), "num_speculative_tokens": profile.num_speculative_tokens}
+        return spec, f"MTP drafter {source.drafter.name}: exact, speeds up one request"
+    spec = {
+        "method": "ngram",
+        "num_speculative_tokens": max(profile.num_speculative_tokens, 4),
+        "prompt_lookup_min": 2,
+        "prompt_lookup_max": 5,
+    }
+    why = "no MTP drafter for this model" if source.drafter is None else "the drafter cannot run here"
+    return spec, f"ngram prompt lookup ({why}): exact, no extra weights"
+
+
+def _drafter_runs_here(source: ModelSource) -> bool:
+    """The real E2B drafter's centroid-masked embeddings crash vLLM's CPU build."""
+    import json
+
+    assert source.drafter is not None
+    config = json.loads((source.drafter / "config.json").read_text())
+    return on_gpu() or not config.get("use_ordered_embeddings", False)
+
+
+def engine_config(profile: EngineProfile, source: ModelSource, settings: EngineSettings) -> EngineConfig:
+    gpu = on_gpu()
+    args: dict[str, Argument] = {
+        "model": Argument(str(source.path), "the resolved checkpoint directory"),
+        "dtype": Argument(settings.dtype, "from settings (auto = the checkpoint's dtype)"),
+        "seed": Argument(settings.seed, "fixed, so greedy runs repeat"),
+        "disable_log_stats": Argument(False, "request metrics are read from the engine"),
+        "limit_mm_per_prompt": Argument(
+            {"image": 4, "audio": 2, "video": 1}, "bounds the memory vLLM plans for media"
+        ),
+    }
+    if settings.max_model_len is not None:
+        args["max_model_len"] = Argument(settings.max_model_len, "context window from settings")
+    env: dict[str, Argument] = {}
+    if gpu:
+        args["gpu_memory_utilization"] = Argument(
+            settings.gpu_memory_utilization, "this engine's share of GPU memory (settings)"
+        )
+    else:
+        env["VLLM_CPU_KVCACHE_SPACE"] = Argument(
+            settings.kv_cache_gib, "GiB of host memory for this engine's KV cache (settings)"
+        )
+    if profile.enforce_eager:
+        args["enforce_eager"] = Argument(True, "no torch.compile (diagnosis profile)")
+    speculative = _speculative(profile, source)
+    if speculative is not None:
+        spec, why = speculative
+        args["speculative_config"] = Argument(spec, why)
+        args["per_request_spec_decode_metrics"] = Argument("summary", "drafted/accepted per reply")
+    if profile.cpu_use_all_cores and not gpu:
+        env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = Argument(
+            0, "run the model on every core (vLLM keeps one of two for its front end by default)"
+        )
+    return EngineConfig(profile=profile, args=args, env=env)
+
+
+def apply_env(config: EngineConfig) -> dict[str, str | None]:
+    """Set the engine's environment; return the previous values for ``restore_env``."""
+    previous = {name: os.environ.get(name) for name in config.env}
+    os.environ.update(config.env_values())
+    return previous
+
+
+def restore_env(previous: dict[str, str | None]) -> None:
+    for name, value in previous.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value

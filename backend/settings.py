@@ -1,0 +1,74 @@
+"""Settings: one TOML file under the user config directory, overridden by ``GEMMA_CHAT_*``
+environment variables, overridden by command-line flags. Nothing is read at import.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from backend import paths
+
+
+class EngineSettings(BaseModel):
+    """How an engine is sized and started (both paths use the same values)."""
+
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    """Model dtype; auto keeps the checkpoint's own (bfloat16 for Gemma 4 E2B)."""
+    max_model_len: int | None = Field(default=None, ge=256, le=131072)
+    """Context window in tokens; unset lets vLLM take the model's maximum that fits."""
+    kv_cache_gib: int = Field(default=2, ge=1)
+    """CPU only: GiB (whole) of host memory for each engine's KV cache."""
+    gpu_memory_utilization: float = Field(default=0.85, gt=0, le=0.95)
+    """GPU only: fraction of GPU memory each engine may take."""
+    seed: int = 0
+    """Engine seed, so greedy and seeded runs repeat."""
+
+
+def config_file() -> Path:
+    return paths.config_dir() / "config.toml"
+
+
+class Settings(BaseSettings):
+    """Everything configurable. ``GEMMA_CHAT_ENGINE__MAX_MODEL_LEN=4096`` sets a nested value."""
+
+    model_config = SettingsConfigDict(env_prefix="GEMMA_CHAT_", env_nested_delimiter="__", extra="ignore")
+
+    model: str = "google/gemma-4-E2B-it"
+    """A local checkpoint directory or a Hugging Face model id."""
+    demo: bool = False
+    """Use the generated demo checkpoint instead of ``model`` (works offline)."""
+    profile: Literal["baseline", "optimized", "eager"] = "optimized"
+    """The engine path for new turns."""
+    engine: EngineSettings = Field(default_factory=EngineSettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml = TomlConfigSettingsSource(settings_cls, toml_file=config_file())
+        return (init_settings, env_settings, toml)
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings from file and environment, with ``overrides`` (flags; None means unset) on top."""
+    flags = {key: value for key, value in overrides.items() if value is not None}
+    engine_flags = {key: flags.pop(key) for key in list(flags) if key in EngineSettings.model_fields}
+    settings = Settings(**flags)
+    if engine_flags:
+        merged = settings.engine.model_copy(update=engine_flags)
+        settings = settings.model_copy(update={"engine": EngineSettings.model_validate(merged.model_dump())})
+    return settings

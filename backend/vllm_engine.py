@@ -1,0 +1,176 @@
+"""``VllmEngine``: vLLM's ``AsyncLLM`` in this process (its engine core runs in child processes).
+
+Start-up runs in a worker thread so the caller's event loop (the TUI) stays responsive;
+engine starts are serialized because each sets process-wide environment variables that
+its spawned children inherit. Every turn streams ``TurnEvent`` values; a dead engine
+core turns into one ``Failed`` event with a sentence saying what happened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from backend import vllm_env
+from backend.engine import (
+    Cancelled,
+    Delta,
+    EngineInfo,
+    EngineRequest,
+    Failed,
+    Finished,
+    MetricsUpdate,
+    ProgressCallback,
+    Started,
+    TurnEvent,
+)
+from backend.engine_log import diagnose, tail
+from backend.errors import EngineDied, GemmaChatError
+from backend.metrics import MetricsTracker
+from backend.model_source import ModelSource
+from backend.profiles import EngineConfig, apply_env, restore_env
+
+_START_LOCK = threading.Lock()
+DEAD_MESSAGE = "The engine process stopped unexpectedly; restart the engine to continue."
+
+
+def _sampling_params(request: EngineRequest) -> Any:
+    vllm_env.prepare()
+    from vllm import SamplingParams
+    from vllm.sampling_params import RequestOutputKind
+
+    s = request.sampling
+    return SamplingParams(
+        max_tokens=s.max_tokens,
+        temperature=s.temperature,
+        top_p=s.top_p,
+        top_k=s.top_k if s.top_k > 0 else -1,
+        seed=s.seed,
+        ignore_eos=s.ignore_eos,
+        skip_special_tokens=False,
+        spaces_between_special_tokens=False,
+        output_kind=RequestOutputKind.DELTA,
+    )
+
+
+class VllmEngine:
+    """One engine path (one ``EngineConfig``) on one model."""
+
+    def __init__(self, source: ModelSource, config: EngineConfig, log_path: Path | None = None) -> None:
+        self.source = source
+        self.config = config
+        self.log_path = log_path
+        self.info: EngineInfo | None = None
+        self._llm: Any = None
+        self._cancelled: set[str] = set()
+
+    @property
+    def started(self) -> bool:
+        return self._llm is not None
+
+    async def start(self, progress: ProgressCallback | None = None) -> EngineInfo:
+        if self._llm is not None and self.info is not None:
+            return self.info
+        say = progress or (lambda _stage: None)
+        say("loading the model and warming up the engine")
+        try:
+            self._llm = await asyncio.to_thread(self._build)
+        except GemmaChatError:
+            raise
+        except Exception as error:  # vLLM raises many types; the log says which problem it was
+            raise diagnose(error, tail(self.log_path, 20000), self.log_path) from None
+        model_config = self._llm.model_config
+        self.info = EngineInfo(
+            model=self.source.name,
+            max_model_len=int(model_config.max_model_len),
+            modalities=self.source.modalities(),
+            engine_args=self.config.engine_kwargs(),
+        )
+        say("ready")
+        return self.info
+
+    def _build(self) -> Any:
+        vllm_env.prepare()
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        with _START_LOCK:
+            previous = apply_env(self.config)
+            try:
+                return AsyncLLM.from_engine_args(AsyncEngineArgs(**self.config.engine_kwargs()))
+            finally:
+                restore_env(previous)
+
+    async def stream(self, request: EngineRequest) -> AsyncIterator[TurnEvent]:
+        if self._llm is None:
+            yield Failed(request.request_id, "The engine is not running; start it first.")
+            return
+        from vllm.v1.engine.exceptions import EngineDeadError
+
+        rid = request.request_id
+        tracker = MetricsTracker()
+        text: list[str] = []
+        token_ids: list[int] = []
+        finish_reason = "stop"
+        prompt: dict[str, Any] = {"prompt": request.prompt}
+        if request.multi_modal_data:
+            prompt["multi_modal_data"] = request.multi_modal_data
+        if request.mm_processor_kwargs:
+            prompt["mm_processor_kwargs"] = request.mm_processor_kwargs
+        yield Started(rid)
+        try:
+            async for output in self._llm.generate(prompt, _sampling_params(request), rid):
+                completion = output.outputs[0]
+                if completion.text or completion.token_ids:
+                    text.append(completion.text)
+                    token_ids.extend(completion.token_ids)
+                    yield Delta(rid, completion.text, tuple(completion.token_ids))
+                yield MetricsUpdate(rid, tracker.update(output))
+                if completion.finish_reason:
+                    finish_reason = str(completion.finish_reason)
+        except EngineDeadError:
+            self._llm = None
+            yield Failed(rid, DEAD_MESSAGE)
+            return
+        except asyncio.CancelledError:
+            await self.abort(rid)
+            raise
+        except GemmaChatError as error:
+            yield Failed(rid, str(error))
+            return
+        except (ValueError, TypeError, RuntimeError) as error:  # bad input rejected by vLLM
+            if self._llm is not None and self._llm.errored:
+                self._llm = None
+                yield Failed(rid, DEAD_MESSAGE)
+            else:
+                yield Failed(rid, f"The engine rejected the request: {error}")
+            return
+        metrics = tracker.latest
+        if rid in self._cancelled or finish_reason == "abort":
+            self._cancelled.discard(rid)
+            yield Cancelled(rid, "".join(text), tuple(token_ids), metrics)
+        else:
+            yield Finished(rid, "".join(text), tuple(token_ids), metrics, finish_reason)
+
+    async def abort(self, request_id: str) -> None:
+        if self._llm is None:
+            return
+        self._cancelled.add(request_id)
+        await self._llm.abort(request_id)
+
+    async def shutdown(self) -> None:
+        llm, self._llm = self._llm, None
+        if llm is not None:
+            await asyncio.to_thread(llm.shutdown)
+            llm.shutdown = lambda *args, **kwargs: None  # vLLM's __del__ would shut down again at exit
+            del llm
+            gc.collect()
+
+    def check_alive(self) -> None:
+        if self._llm is not None and self._llm.errored:
+            self._llm = None
+            raise EngineDied(DEAD_MESSAGE)

@@ -1,0 +1,51 @@
+"""Shared fixtures: an isolated gemma-chat home, generated checkpoints, and real engines.
+
+Real-engine fixtures are session-scoped: a vLLM engine takes tens of seconds to start on CPU.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from backend.checkpoints import GeneratedCheckpoint, make_checkpoint
+from backend.model_source import ModelSource, resolve
+from backend.profiles import EngineProfile, engine_config
+from backend.settings import EngineSettings
+from backend.vllm_engine import VllmEngine
+
+TEST_ENGINE = EngineSettings(dtype="float32", max_model_len=4096, kv_cache_gib=1)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def gemma_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    home = tmp_path_factory.mktemp("gemma-home")
+    previous = os.environ.get("GEMMA_CHAT_HOME")
+    os.environ["GEMMA_CHAT_HOME"] = str(home)
+    yield home
+    if previous is None:
+        os.environ.pop("GEMMA_CHAT_HOME", None)
+    else:
+        os.environ["GEMMA_CHAT_HOME"] = previous
+
+
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> GeneratedCheckpoint:
+    return make_checkpoint(tmp_path_factory.mktemp("tiny"), "tiny", seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_source(tiny: GeneratedCheckpoint) -> ModelSource:
+    return resolve(str(tiny.model))
+
+
+@pytest.fixture(scope="session")
+async def eager_engine(tiny_source: ModelSource, gemma_home: Path) -> AsyncIterator[VllmEngine]:
+    config = engine_config(EngineProfile.eager(), tiny_source, TEST_ENGINE)
+    engine = VllmEngine(tiny_source, config, log_path=gemma_home / "logs" / "eager-engine.log")
+    await engine.start()
+    yield engine
+    await engine.shutdown()

@@ -1,0 +1,117 @@
+"""``gemma-chat ask`` and ``make-model`` as a user runs them, including the failures they must explain."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from backend.checkpoints import make_checkpoint
+from backend.checkpoints.sizes import TINY
+
+
+def _gemma_chat(
+    *args: str, env: dict[str, str] | None = None, timeout: int = 600
+) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+        start_new_session=True,
+    )
+    out, err = proc.communicate(timeout=timeout)
+    assert not _leftovers(proc.pid), f"processes left behind: {_leftovers(proc.pid)}"
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def _leftovers(group: int, grace_s: float = 15.0) -> list[psutil.Process]:
+    """Live (non-zombie) processes of the command's process group, after a short grace period."""
+    deadline = time.monotonic() + grace_s
+    while True:
+        alive = [p for p in psutil.process_iter() if _alive_in_group(p, group)]
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.5)
+
+
+def _alive_in_group(process: psutil.Process, group: int) -> bool:
+    try:
+        return os.getpgid(process.pid) == group and process.status() != psutil.STATUS_ZOMBIE
+    except (ProcessLookupError, psutil.Error):
+        return False
+
+
+def _assert_clear_failure(result: subprocess.CompletedProcess[str], *phrases: str) -> None:
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    for phrase in phrases:
+        assert phrase in result.stderr, result.stderr
+
+
+def test_hub_model_without_network_or_local_copy(tmp_path: Path) -> None:
+    offline = {"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    result = _gemma_chat("ask", "--model", "google/gemma-4-E2B-it", "Hi", env=offline)
+    _assert_clear_failure(result, "google/gemma-4-E2B-it is not on this machine", "fix:", "--model", "--demo")
+
+
+def test_directory_that_is_not_a_checkpoint(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("not a model")
+    result = _gemma_chat("ask", "--model", str(tmp_path), "Hi")
+    _assert_clear_failure(result, "is not a model checkpoint: it has no config.json", "fix:")
+
+
+def test_missing_attachment_is_refused_before_the_engine_starts(tmp_path: Path) -> None:
+    result = _gemma_chat("ask", "--demo", "-a", str(tmp_path / "nope.png"), "Hi")
+    _assert_clear_failure(result, "nope.png: no such file")
+
+
+def test_make_model_writes_a_checkpoint(tmp_path: Path) -> None:
+    result = _gemma_chat("make-model", str(tmp_path / "m"), "--size", "tiny", "--seed", "3")
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "m" / "model" / "model.safetensors").is_file()
+    assert (tmp_path / "m" / "drafter" / "model.safetensors").is_file()
+
+
+@pytest.mark.engine
+def test_kv_cache_too_small_for_the_context_window(tmp_path: Path) -> None:
+    # A tiny model with a large KV footprint per token: 131072 tokens need more than 1 GiB.
+    text = dataclasses.replace(
+        TINY.text,
+        num_attention_heads=8,
+        num_key_value_heads=8,
+        global_head_dim=512,
+        max_position_embeddings=131072,
+    )
+    checkpoint = make_checkpoint(tmp_path / "wide-kv", dataclasses.replace(TINY, text=text), seed=0)
+    result = _gemma_chat(
+        "ask",
+        "--model",
+        str(checkpoint.model),
+        "--profile",
+        "eager",
+        "--kv-cache-gib",
+        "1",
+        "--max-model-len",
+        "131072",
+        "Hi",
+    )
+    _assert_clear_failure(result, "Not enough memory for the KV cache", "131072-token", "--max-model-len")
+
+
+@pytest.mark.engine
+def test_ask_demo_streams_a_reply_and_prints_figures() -> None:
+    result = _gemma_chat("ask", "--demo", "--profile", "eager", "--max-tokens", "16", "Hello there")
+    assert result.returncode == 0, result.stderr
+    figures = result.stdout.strip().splitlines()[-1]
+    assert figures.startswith("── eager: TTFT ")
+    for label in ("decode", "tok/s", "16 tokens"):
+        assert label in figures
+    assert "Traceback" not in result.stderr
