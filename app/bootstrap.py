@@ -8,8 +8,9 @@ Standard library only: this module runs before anything is installed.
   configured indexes, the set-up retries once with PyTorch's CPU wheel index.
 * The package index's ``torchaudio`` and ``torchcodec`` are linked against CUDA torch
   and break ``import vllm`` beside the CPU build: they are removed. ``torchvision``
-  stays, made importable by ``backend.torchvision_compat`` (see that module), which a
-  one-line ``.pth`` file installs in every interpreter of the environment.
+  stays, made importable by ``backend.compat.torchvision_ops``; ``backend.compat`` also lets
+  Gemma 4's audio tower run on the CPU build. A one-line ``.pth`` file installs both in every
+  interpreter of the environment.
 * A stamp file records what was installed; a second run with the same inputs returns
   at once.
 """
@@ -33,10 +34,11 @@ BUILDS = ("cpu", "cuda")
 PYTORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 # Wheels that import against CUDA torch and break `import vllm` beside the CPU build.
 CPU_BUILD_CONFLICTS = ("torchaudio", "torchcodec")
-PTH_NAME = "gemma_chat_torchvision_compat.pth"
+PTH_NAME = "gemma_chat_compat.pth"
+OLD_PTH_NAMES = ("gemma_chat_torchvision_compat.pth",)
 PTH_LINE = (
-    "import sys; exec('try:\\n import backend.torchvision_compat as _m\\n"
-    " _m.install_import_hook()\\nexcept ImportError:\\n pass')\n"
+    "import sys; exec('try:\\n import backend.compat as _m\\n"
+    " _m.install_import_hooks()\\nexcept ImportError:\\n pass')\n"
 )
 
 
@@ -114,6 +116,17 @@ def _site_packages(venv: Path) -> Path:
     return Path(out.strip())
 
 
+def _write_pth(site: Path) -> None:
+    """Install (or refresh) the one-line .pth that runs backend.compat's import hooks."""
+    if not site.is_dir():
+        return
+    for old in OLD_PTH_NAMES:
+        (site / old).unlink(missing_ok=True)
+    pth = site / PTH_NAME
+    if not pth.is_file() or pth.read_text() != PTH_LINE:
+        pth.write_text(PTH_LINE)
+
+
 def _fix_cpu_build(venv: Path) -> None:
     present = [
         name
@@ -141,17 +154,19 @@ def ensure(extras: tuple[str, ...] = ()) -> Path:
     build = chosen_build()
     wanted = _wanted(build, extras)
     if _stamp_matches(wanted, VENV):
+        _write_pth(Path(json.loads((VENV / STAMP_NAME).read_text()).get("site_packages", "")))
         return venv_python(VENV)
     started = time.monotonic()
     _say(f"setting up {VENV} with the {build.upper()} build of vLLM (first use takes a few minutes)")
     if not venv_python(VENV).exists():
         subprocess.check_call([sys.executable, "-m", "venv", str(VENV)])
     _install(VENV, build, list(wanted["extras"]))
-    (_site_packages(VENV) / PTH_NAME).write_text(PTH_LINE)
+    site = _site_packages(VENV)
+    _write_pth(site)
     if build == "cpu":
         _fix_cpu_build(VENV)
     _check_engine_imports(VENV)
-    (VENV / STAMP_NAME).write_text(json.dumps(wanted, indent=2))
+    (VENV / STAMP_NAME).write_text(json.dumps({**wanted, "site_packages": str(site)}, indent=2))
     _say(f"ready in {time.monotonic() - started:.0f} s")
     return venv_python(VENV)
 

@@ -11,29 +11,45 @@ from app import __version__
 EXIT_USAGE = 2
 
 
-def _add_model_flags(parser: argparse.ArgumentParser) -> None:
+def _add_model_flags(parser: argparse.ArgumentParser, top_level: bool = False) -> None:
+    """The same flags work before and after the command (``gemma-chat --demo ask ...``)."""
     group = parser.add_argument_group("model and engine")
+    unset = None if top_level else argparse.SUPPRESS  # a subcommand's unset flag keeps the top-level value
     group.add_argument(
-        "--model", help="local checkpoint directory or Hugging Face id (default google/gemma-4-E2B-it)"
+        "--model",
+        default=unset,
+        help="local checkpoint directory or Hugging Face id (default google/gemma-4-E2B-it)",
     )
     group.add_argument(
-        "--demo", action="store_true", default=None, help="use the generated offline demo checkpoint"
+        "--demo", action="store_true", default=unset, help="use the generated offline demo checkpoint"
     )
     group.add_argument(
-        "--profile", choices=("baseline", "optimized", "eager"), help="engine path (default optimized)"
+        "--profile",
+        default=unset,
+        choices=("baseline", "optimized", "eager", "compare"),
+        help="engine path (default optimized); compare runs baseline and optimized and compares them",
     )
-    group.add_argument("--max-model-len", type=int, help="context window in tokens")
-    group.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"), help="model dtype")
-    group.add_argument("--kv-cache-gib", type=int, help="CPU: GiB of memory for each engine's KV cache")
-    group.add_argument("--gpu-memory-utilization", type=float, help="GPU: fraction of GPU memory per engine")
+    group.add_argument("--max-model-len", type=int, default=unset, help="context window in tokens")
+    group.add_argument(
+        "--dtype", default=unset, choices=("auto", "float32", "bfloat16", "float16"), help="model dtype"
+    )
+    group.add_argument(
+        "--kv-cache-gib", type=int, default=unset, help="CPU: GiB of memory for each engine's KV cache"
+    )
+    group.add_argument(
+        "--gpu-memory-utilization", type=float, default=unset, help="GPU: fraction of GPU memory per engine"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gemma-chat",
-        description="Chat with Gemma 4 E2B on an in-process vLLM engine (optimized path vs stock vLLM).",
+        description="Chat with Gemma 4 E2B on an in-process vLLM engine (optimized path vs stock vLLM). "
+        "Without a command, opens the chat app.",
     )
     parser.add_argument("--version", action="version", version=f"gemma-chat {__version__}")
+    parser.add_argument("--data-dir", help="where chats are stored (default: the user data directory)")
+    _add_model_flags(parser, top_level=True)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     ask = commands.add_parser("ask", help="answer one prompt on stdout, then print the engine's figures")
@@ -46,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_model_flags(ask)
 
+    profiles = commands.add_parser("profiles", help="print each engine path's vLLM arguments and why")
+    _add_model_flags(profiles)
+
     make = commands.add_parser("make-model", help="write a random-weight Gemma 4 checkpoint and its drafter")
     make.add_argument("out", help="output directory (gets model/ and drafter/)")
     make.add_argument("--size", choices=("tiny", "bench"), default="tiny", help="tiny (tests) or bench")
@@ -56,16 +75,21 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help()
-        return 0
     from backend.errors import GemmaChatError
 
     try:
+        if args.command is None:
+            from app.commands.chat import run_chat
+
+            return run_chat(args)
         if args.command == "ask":
             from app.commands.ask import run_ask
 
             return run_ask(args)
+        if args.command == "profiles":
+            from app.commands.profiles import run_profiles
+
+            return run_profiles(args)
         if args.command == "make-model":
             from app.commands.make_model import run_make_model
 

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from backend.chat import ChatMessage, RenderedPrompt
 from backend.metrics import TurnMetrics
 
 
@@ -112,3 +113,11 @@ class Engine(Protocol):
     async def abort(self, request_id: str) -> None: ...
 
     async def shutdown(self) -> None: ...
+
+    def render(self, messages: list[ChatMessage]) -> RenderedPrompt:
+        """The prompt for ``messages`` in the model's chat template (after ``start``)."""
+        ...
+
+    def decode(self, token_ids: list[int]) -> str:
+        """Text of ``token_ids``, special tokens kept (for parity verdicts)."""
+        ...

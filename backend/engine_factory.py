@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from backend import paths
+from backend.chat import ChatMessage, RenderedPrompt
+from backend.engine import EngineInfo, EngineRequest, ProgressCallback, TurnEvent
 from backend.model_source import ModelSource, resolve
 from backend.profiles import EngineProfile, engine_config
 from backend.settings import Settings
@@ -20,7 +24,49 @@ def resolve_model(settings: Settings) -> ModelSource:
     return resolve(settings.model, demo=settings.demo)
 
 
-def make_engine(settings: Settings, source: ModelSource, profile: str | None = None) -> VllmEngine:
+def make_engine(
+    settings: Settings, source: ModelSource, profile: str | None = None, engines_sharing_gpu: int = 1
+) -> VllmEngine:
     chosen = EngineProfile.named(profile or settings.profile)
-    config = engine_config(chosen, source, settings.engine)
+    config = engine_config(chosen, source, settings.engine, engines_sharing_gpu)
     return VllmEngine(source, config, log_path=new_log_path(chosen.name))
+
+
+class DeferredEngine:
+    """An engine whose model is resolved (maybe downloaded) when it starts, off the event loop."""
+
+    def __init__(self, settings: Settings, profile: str, engines_sharing_gpu: int = 2) -> None:
+        self.settings = settings
+        self.profile = profile
+        self.engines_sharing_gpu = engines_sharing_gpu
+        self.inner: VllmEngine | None = None
+
+    async def start(self, progress: ProgressCallback | None = None) -> EngineInfo:
+        if self.inner is None:
+            if progress:
+                progress("finding the model")
+            source = await asyncio.to_thread(resolve_model, self.settings)
+            self.inner = make_engine(self.settings, source, self.profile, self.engines_sharing_gpu)
+        return await self.inner.start(progress)
+
+    def _engine(self) -> VllmEngine:
+        if self.inner is None:
+            raise RuntimeError("the engine has not started")
+        return self.inner
+
+    def stream(self, request: EngineRequest) -> AsyncIterator[TurnEvent]:
+        return self._engine().stream(request)
+
+    async def abort(self, request_id: str) -> None:
+        if self.inner is not None:
+            await self.inner.abort(request_id)
+
+    async def shutdown(self) -> None:
+        if self.inner is not None:
+            await self.inner.shutdown()
+
+    def render(self, messages: list[ChatMessage]) -> RenderedPrompt:
+        return self._engine().render(messages)
+
+    def decode(self, token_ids: list[int]) -> str:
+        return self._engine().decode(token_ids)

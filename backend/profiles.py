@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from backend import vllm_env
 from backend.model_source import ModelSource
-from backend.settings import EngineSettings
+from backend.settings import EngineSettings, default_max_model_len
 
 ProfileName = Literal["baseline", "optimized", "eager"]
 PROFILE_NAMES: tuple[ProfileName, ...] = ("baseline", "optimized", "eager")
@@ -120,7 +120,17 @@ def _drafter_runs_here(source: ModelSource) -> bool:
     return on_gpu() or not config.get("use_ordered_embeddings", False)
 
 
-def engine_config(profile: EngineProfile, source: ModelSource, settings: EngineSettings) -> EngineConfig:
+def _model_max_len(source: ModelSource) -> int:
+    import json
+
+    config = json.loads((source.path / "config.json").read_text())
+    text = config.get("text_config", config)
+    return int(text.get("max_position_embeddings", 131072))
+
+
+def engine_config(
+    profile: EngineProfile, source: ModelSource, settings: EngineSettings, engines_sharing_gpu: int = 1
+) -> EngineConfig:
     gpu = on_gpu()
     args: dict[str, Argument] = {
         "model": Argument(str(source.path), "the resolved checkpoint directory"),
@@ -133,10 +143,14 @@ def engine_config(profile: EngineProfile, source: ModelSource, settings: EngineS
     }
     if settings.max_model_len is not None:
         args["max_model_len"] = Argument(settings.max_model_len, "context window from settings")
+    else:
+        window = min(default_max_model_len(), _model_max_len(source))
+        args["max_model_len"] = Argument(window, "context window chosen from this machine's memory")
     env: dict[str, Argument] = {}
     if gpu:
+        share = settings.gpu_memory_utilization / engines_sharing_gpu
         args["gpu_memory_utilization"] = Argument(
-            settings.gpu_memory_utilization, "this engine's share of GPU memory (settings)"
+            round(share, 3), f"this engine's share of GPU memory (settings / {engines_sharing_gpu} engines)"
         )
     else:
         env["VLLM_CPU_KVCACHE_SPACE"] = Argument(

@@ -24,13 +24,27 @@ class EngineSettings(BaseModel):
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     """Model dtype; auto keeps the checkpoint's own (bfloat16 for Gemma 4 E2B)."""
     max_model_len: int | None = Field(default=None, ge=256, le=131072)
-    """Context window in tokens; unset lets vLLM take the model's maximum that fits."""
+    """Context window in tokens (up to Gemma 4's 128K); unset picks one from this machine's memory."""
     kv_cache_gib: int = Field(default=2, ge=1)
     """CPU only: GiB (whole) of host memory for each engine's KV cache."""
     gpu_memory_utilization: float = Field(default=0.85, gt=0, le=0.95)
     """GPU only: fraction of GPU memory each engine may take."""
     seed: int = 0
     """Engine seed, so greedy and seeded runs repeat."""
+
+
+def default_max_model_len(total_memory_bytes: int | None = None) -> int:
+    """A context window that fits beside the model in this machine's memory (both engines)."""
+    if total_memory_bytes is None:
+        import psutil
+
+        total_memory_bytes = int(psutil.virtual_memory().total)
+    gib = total_memory_bytes / 2**30
+    if gib < 16:
+        return 4096
+    if gib < 48:
+        return 8192
+    return 32768
 
 
 def config_file() -> Path:
@@ -49,6 +63,19 @@ class Settings(BaseSettings):
     profile: Literal["baseline", "optimized", "eager"] = "optimized"
     """The engine path for new turns."""
     engine: EngineSettings = Field(default_factory=EngineSettings)
+    max_tokens: int = Field(default=1024, ge=1)
+    """Reply budget in tokens for chat turns."""
+    trim_history: bool = False
+    """Drop the oldest turns of a chat that outgrows the context window (and say so) instead of refusing."""
+    data_dir: Path | None = None
+    """Where chats are stored (default: the platform's user data directory)."""
+    theme: str = "textual-dark"
+    """Textual theme name (Ctrl+P → theme to try them)."""
+    keymap: dict[str, str] = Field(default_factory=dict)
+    """Rebind keys by binding id, e.g. ``toggle_path = "f6"`` (see F1 for the ids)."""
+
+    def history_path(self) -> Path:
+        return (self.data_dir or paths.data_dir()) / "history.db"
 
     @classmethod
     def settings_customise_sources(

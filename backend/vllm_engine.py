@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from backend import vllm_env
+from backend.chat import ChatMessage, PromptRenderer, RenderedPrompt
 from backend.engine import (
     Cancelled,
     Delta,
@@ -29,7 +30,8 @@ from backend.engine import (
     TurnEvent,
 )
 from backend.engine_log import diagnose, tail
-from backend.errors import EngineDied, GemmaChatError
+from backend.engine_stats import EngineStats, stat_logger_factory
+from backend.errors import GemmaChatError
 from backend.metrics import MetricsTracker
 from backend.model_source import ModelSource
 from backend.profiles import EngineConfig, apply_env, restore_env
@@ -65,8 +67,11 @@ class VllmEngine:
         self.config = config
         self.log_path = log_path
         self.info: EngineInfo | None = None
+        self.stats = EngineStats()
         self._llm: Any = None
         self._cancelled: set[str] = set()
+        self._dead = False
+        self._renderer: PromptRenderer | None = None
 
     @property
     def started(self) -> bool:
@@ -84,6 +89,7 @@ class VllmEngine:
         except Exception as error:  # vLLM raises many types; the log says which problem it was
             raise diagnose(error, tail(self.log_path, 20000), self.log_path) from None
         model_config = self._llm.model_config
+        self._renderer = await asyncio.to_thread(PromptRenderer.for_model, str(self.source.path))
         self.info = EngineInfo(
             model=self.source.name,
             max_model_len=int(model_config.max_model_len),
@@ -101,13 +107,19 @@ class VllmEngine:
         with _START_LOCK:
             previous = apply_env(self.config)
             try:
-                return AsyncLLM.from_engine_args(AsyncEngineArgs(**self.config.engine_kwargs()))
+                return AsyncLLM.from_engine_args(
+                    AsyncEngineArgs(**self.config.engine_kwargs()),
+                    stat_loggers=[stat_logger_factory(self.stats)],
+                )
             finally:
                 restore_env(previous)
 
     async def stream(self, request: EngineRequest) -> AsyncIterator[TurnEvent]:
         if self._llm is None:
             yield Failed(request.request_id, "The engine is not running; start it first.")
+            return
+        if self.dead:
+            yield Failed(request.request_id, DEAD_MESSAGE)
             return
         from vllm.v1.engine.exceptions import EngineDeadError
 
@@ -129,11 +141,12 @@ class VllmEngine:
                     text.append(completion.text)
                     token_ids.extend(completion.token_ids)
                     yield Delta(rid, completion.text, tuple(completion.token_ids))
-                yield MetricsUpdate(rid, tracker.update(output))
+                tracker.update(output)
+                yield MetricsUpdate(rid, tracker.with_kv_cache_usage(self.stats.kv_cache_usage))
                 if completion.finish_reason:
                     finish_reason = str(completion.finish_reason)
         except EngineDeadError:
-            self._llm = None
+            self._dead = True
             yield Failed(rid, DEAD_MESSAGE)
             return
         except asyncio.CancelledError:
@@ -143,8 +156,7 @@ class VllmEngine:
             yield Failed(rid, str(error))
             return
         except (ValueError, TypeError, RuntimeError) as error:  # bad input rejected by vLLM
-            if self._llm is not None and self._llm.errored:
-                self._llm = None
+            if self.dead:
                 yield Failed(rid, DEAD_MESSAGE)
             else:
                 yield Failed(rid, f"The engine rejected the request: {error}")
@@ -155,6 +167,16 @@ class VllmEngine:
             yield Cancelled(rid, "".join(text), tuple(token_ids), metrics)
         else:
             yield Finished(rid, "".join(text), tuple(token_ids), metrics, finish_reason)
+
+    def render(self, messages: list[ChatMessage]) -> RenderedPrompt:
+        if self._renderer is None:
+            self._renderer = PromptRenderer.for_model(str(self.source.path))
+        return self._renderer.render(messages)
+
+    def decode(self, token_ids: list[int]) -> str:
+        if self._renderer is None:
+            self._renderer = PromptRenderer.for_model(str(self.source.path))
+        return str(self._renderer.tokenizer.decode(token_ids))
 
     async def abort(self, request_id: str) -> None:
         if self._llm is None:
@@ -170,7 +192,17 @@ class VllmEngine:
             del llm
             gc.collect()
 
-    def check_alive(self) -> None:
-        if self._llm is not None and self._llm.errored:
+    async def restart(self, progress: ProgressCallback | None = None) -> EngineInfo:
+        """Start again after a crash (or on request), without restarting the app."""
+        try:
+            await self.shutdown()
+        except Exception:  # a dead engine may fail to shut down cleanly; its processes are gone
             self._llm = None
-            raise EngineDied(DEAD_MESSAGE)
+        self.info = None
+        self._dead = False
+        return await self.start(progress)
+
+    @property
+    def dead(self) -> bool:
+        """True once the engine core has died (the next turn would fail)."""
+        return self._llm is not None and (self._dead or bool(self._llm.errored))

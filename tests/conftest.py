@@ -44,8 +44,25 @@ def tiny_source(tiny: GeneratedCheckpoint) -> ModelSource:
 
 @pytest.fixture(scope="session")
 async def eager_engine(tiny_source: ModelSource, gemma_home: Path) -> AsyncIterator[VllmEngine]:
-    config = engine_config(EngineProfile.eager(), tiny_source, TEST_ENGINE)
-    engine = VllmEngine(tiny_source, config, log_path=gemma_home / "logs" / "eager-engine.log")
-    await engine.start()
+    engine = await _started(EngineProfile.eager(), tiny_source, gemma_home)
     yield engine
     await engine.shutdown()
+
+
+async def _started(profile: EngineProfile, source: ModelSource, home: Path) -> VllmEngine:
+    config = engine_config(profile, source, TEST_ENGINE)
+    engine = VllmEngine(source, config, log_path=home / "logs" / f"{profile.name}-engine.log")
+    await engine.start()
+    return engine
+
+
+@pytest.fixture(scope="session")
+async def path_engines(
+    tiny_source: ModelSource, gemma_home: Path
+) -> AsyncIterator[tuple[VllmEngine, VllmEngine]]:
+    """The baseline and the optimized path, both in this process (as compare mode runs them)."""
+    baseline = await _started(EngineProfile.baseline(), tiny_source, gemma_home)
+    optimized = await _started(EngineProfile.optimized(), tiny_source, gemma_home)
+    yield baseline, optimized
+    await optimized.shutdown()
+    await baseline.shutdown()

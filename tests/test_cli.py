@@ -115,3 +115,16 @@ def test_ask_demo_streams_a_reply_and_prints_figures() -> None:
     for label in ("decode", "tok/s", "16 tokens"):
         assert label in figures
     assert "Traceback" not in result.stderr
+
+
+def test_profiles_prints_every_path_with_reasons() -> None:
+    result = _gemma_chat("profiles", "--demo")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    for header in ("[baseline]", "[optimized] (default)", "[eager]"):
+        assert header in out
+    optimized = out.split("[optimized]")[1].split("[eager]")[0]
+    assert "speculative_config" in optimized and "MTP drafter" in optimized
+    assert "VLLM_CPU_NUM_OF_RESERVED_CPU" in optimized
+    assert "speculative_config" not in out.split("[baseline]")[1].split("[optimized]")[0]
+    assert "max_model_len" in out and "context window" in out

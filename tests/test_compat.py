@@ -1,4 +1,4 @@
-"""The torchvision fix: transformers' Gemma 4 processor imports beside vLLM's CPU torch."""
+"""The import-hook fixes: torchvision beside CPU torch, and the Gemma 4 audio tower on vLLM's CPU build."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from backend import torchvision_compat
+from backend.compat import torchvision_ops
 
 
 def _run(code: str) -> subprocess.CompletedProcess[str]:
@@ -16,7 +16,7 @@ def _run(code: str) -> subprocess.CompletedProcess[str]:
 
 def test_hook_is_installed_in_every_interpreter_of_the_environment() -> None:
     out = _run(
-        "import sys; from backend.torchvision_compat import _BeforeTorchvision;"
+        "import sys; from backend.compat.torchvision_ops import _BeforeTorchvision;"
         "print(any(isinstance(f, _BeforeTorchvision) for f in sys.meta_path))"
     )
     assert out.stdout.strip() == "True", out.stderr
@@ -33,10 +33,13 @@ def test_gemma4_processor_imports_with_the_hook() -> None:
 
 def test_without_the_hook_torchvision_fails_on_cpu_torch() -> None:
     """Proves the fix is needed here: remove the hook, and the import breaks as PLATFORM.md says."""
-    if _run("from backend.torchvision_compat import needs_schemas; assert needs_schemas()").returncode != 0:
+    if (
+        _run("from backend.compat.torchvision_ops import needs_schemas; assert needs_schemas()").returncode
+        != 0
+    ):
         pytest.skip("this environment's torchvision loads on its own (CUDA torch or a +cpu torchvision)")
     out = _run(
-        "import sys; from backend.torchvision_compat import _BeforeTorchvision;"
+        "import sys; from backend.compat.torchvision_ops import _BeforeTorchvision;"
         "sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _BeforeTorchvision)];"
         "import torchvision"
     )
@@ -46,7 +49,7 @@ def test_without_the_hook_torchvision_fails_on_cpu_torch() -> None:
 
 def test_define_schemas_runs_once() -> None:
     out = _run(
-        "from backend import torchvision_compat as t; import torchvision;"
+        "from backend.compat import torchvision_ops as t; import torchvision;"
         "print(t.define_schemas(), t._library is not None or not t.needs_schemas())"
     )
     assert out.returncode == 0, out.stderr
@@ -54,5 +57,25 @@ def test_define_schemas_runs_once() -> None:
 
 
 def test_schemas_match_torchvision_signatures() -> None:
-    assert all("-> Tensor" in schema for schema in torchvision_compat.SCHEMAS)
-    assert [s.split("(")[0] for s in torchvision_compat.SCHEMAS] == ["nms", "qnms"]
+    assert all("-> Tensor" in schema for schema in torchvision_ops.SCHEMAS)
+    assert [s.split("(")[0] for s in torchvision_ops.SCHEMAS] == ["nms", "qnms"]
+
+
+def test_audio_tower_linear_gets_a_contiguous_input() -> None:
+    """vLLM's CPU linear requires stride(-1) == 1; the light-conv block hands it a transposed view."""
+    out = _run(
+        "import torch\n"
+        "from transformers.models.gemma4 import modeling_gemma4 as m\n"
+        "seen = []\n"
+        "class Probe(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        seen.append(x.stride(-1)); return x\n"
+        "cfg = m.Gemma4AudioConfig(hidden_size=8, use_clipped_linears=False)\n"
+        "layer = m.Gemma4ClippableLinear(cfg, 8, 8); layer.linear = Probe()\n"
+        "x = torch.randn(2, 8, 5).transpose(1, 2)\n"
+        "assert x.stride(-1) != 1\n"
+        "y = layer(x)\n"
+        "print(seen, torch.equal(y, x))\n"
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["[1]", "True"]

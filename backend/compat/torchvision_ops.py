@@ -13,9 +13,8 @@ The import then succeeds; torchvision's compiled ops (nms, roi_align, ...) stay 
 and Gemma 4 uses none of them. Nothing happens on a CUDA torch, or where torchvision's
 compiled library already loaded.
 
-``install_import_hook()`` is called from a one-line ``.pth`` file that the set-up writes
-into the environment, so it runs in every interpreter, including vLLM's spawned engine
-processes. Standard library only until torchvision is actually imported.
+``install_import_hook()`` runs in every interpreter of the environment (see
+``backend.compat``). Standard library only until torchvision is actually imported.
 """
 
 from __future__ import annotations

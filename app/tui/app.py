@@ -1,0 +1,353 @@
+"""``GemmaChatApp``: the chat screen, with engines started in the background.
+
+The app receives an engine factory (``profile name -> Engine``): the vLLM one when run by
+``gemma-chat``, a fake in UI tests. Turns run in an async worker on the app's loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from textual import work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer
+
+from app.tui import turns
+from app.tui.screens.chats import ChatAction, ChatsScreen
+from app.tui.screens.help import HelpScreen
+from app.tui.screens.text_prompt import TextPromptScreen
+from app.tui.widgets.compare_view import CompareView
+from app.tui.widgets.message_view import MessageView
+from app.tui.widgets.prompt_input import PromptInput
+from app.tui.widgets.status_bar import StatusBar
+from backend.conversation import Conversation
+from backend.engine_pool import EngineFactory, EnginePool, EngineState
+from backend.errors import GemmaChatError
+from backend.export import chat_markdown, receipt_json
+from backend.settings import Settings
+from backend.store import ChatStore, StoreError
+
+PATHS = ("optimized", "baseline")
+
+
+class GemmaChatApp(App[None]):
+    CSS_PATH = "app.tcss"
+    TITLE = "gemma-chat"
+    BINDINGS = [
+        Binding("escape", "stop", "Stop", id="stop"),
+        Binding("ctrl+c", "stop_or_quit", "Stop/Quit", show=False, priority=True, id="stop_or_quit"),
+        Binding("f2", "toggle_path", "Path", id="toggle_path"),
+        Binding("f3", "compare_next", "Compare", id="compare_next"),
+        Binding("ctrl+n", "new_chat", "New chat", id="new_chat"),
+        Binding("ctrl+l", "chats", "Chats", id="chats"),
+        Binding("ctrl+r", "regenerate", "Regenerate", id="regenerate"),
+        Binding("f4", "edit_last", "Edit last", id="edit_last"),
+        Binding("f7", "system_prompt", "System prompt", show=False, id="system_prompt"),
+        Binding("f5", "copy_reply", "Copy reply", show=False, id="copy_reply"),
+        Binding("f6", "copy_code", "Copy code", show=False, id="copy_code"),
+        Binding("f1", "help", "Help", id="help"),
+        Binding("ctrl+q", "quit", "Quit", id="quit"),
+    ]
+
+    def __init__(self, settings: Settings, engine_factory: EngineFactory, model_name: str) -> None:
+        super().__init__()
+        self.settings = settings
+        self.pool = EnginePool(engine_factory)
+        self.path: str = settings.profile if settings.profile in PATHS else "optimized"
+        self.model_name = model_name
+        self.compare_next = False
+        self.turn_state: turns.TurnState | None = None
+        self.store = self._open_store()
+        self.conversation = Conversation(self.store)
+        self.status = StatusBar(id="status")
+        if settings.keymap:
+            self.set_keymap(settings.keymap)
+
+    def _open_store(self) -> ChatStore | None:
+        try:
+            store = ChatStore(self.settings.history_path())
+        except StoreError as error:
+            self.call_later(self.notify, f"{error} Chats are kept in memory only.", severity="error")
+            return None
+        if store.moved_aside is not None:
+            self.call_later(
+                self.notify,
+                f"The history database was unreadable; moved aside to {store.moved_aside}.",
+                severity="error",
+            )
+        return store
+
+    def compose(self) -> ComposeResult:
+        yield self.status
+        yield VerticalScroll(id="messages")
+        yield PromptInput(id="prompt")
+        yield Footer()
+
+    async def on_mount(self) -> None:
+        if self.settings.theme in self.available_themes:
+            self.theme = self.settings.theme
+        self.status.model, self.status.path = self.model_name, self.path
+        self.pool.listen(self._engine_changed)
+        self.query_one(PromptInput).focus()
+        if self.store is not None and (last := self.store.last_chat()) is not None:
+            await self._show_chat(last)
+        self.start_engine(self.path)
+        self.set_interval(1.0, self._tick)
+
+    # -- engines --------------------------------------------------------------------------
+    @work(group="engines")
+    async def start_engine(self, path: str) -> None:
+        with contextlib.suppress(GemmaChatError):  # the state listener already shows the failure
+            await self.pool.ensure(path)
+
+    def _engine_changed(self, state: EngineState) -> None:
+        if state.profile == self.path:
+            self._tick()
+        if state.stage == "failed":
+            self.notify(f"{state.profile} engine: {state.detail}", severity="error", timeout=15)
+        if state.info is not None:
+            self.status.context_window = state.info.max_model_len
+
+    def _tick(self) -> None:
+        state = self.pool.state(self.path)
+        if state.stage == "starting" and state.started_at is not None:
+            self.status.engine = f"starting {time.monotonic() - state.started_at:.0f}s ({state.detail})"
+        elif state.stage == "failed":
+            self.status.engine = "failed — see the notice; F2/F3 or Ctrl+P → restart engine"
+        else:
+            self.status.engine = state.stage
+
+    # -- chat display ------------------------------------------------------------------------
+    @property
+    def messages_view(self) -> VerticalScroll:
+        return self.query_one("#messages", VerticalScroll)
+
+    async def _show_chat(self, chat_id: int | None) -> None:
+        self.conversation = Conversation(self.store, chat_id)
+        await self.messages_view.remove_children()
+        views = [MessageView(t.role, t.text, t.path, t.metrics) for t in self.conversation.turns]
+        await self.messages_view.mount_all(views)
+        last = self.conversation.turns[-1].metrics if self.conversation.turns else None
+        self.status.context_used = (last.prompt_tokens + last.generated_tokens) if last else 0
+        self.sub_title = self.conversation.title
+        self.messages_view.scroll_end(animate=False)
+
+    def _report_store(self) -> None:
+        if self.conversation.last_store_error:
+            self.notify(f"{self.conversation.last_store_error}", severity="error", timeout=10)
+
+    # -- turns ---------------------------------------------------------------------------------
+    async def on_prompt_input_submitted(self, message: PromptInput.Submitted) -> None:
+        if self.turn_state is not None:
+            self.notify("A reply is still streaming: press Esc to stop it first.", severity="warning")
+            return
+        self.query_one(PromptInput).clear()
+        self.conversation.add_user(message.text)
+        await self.messages_view.mount(MessageView("user", message.text))
+        await self._start_turn()
+
+    async def _start_turn(self) -> None:
+        compare, self.compare_next = self.compare_next, False
+        self.status.compare_next = False
+        view: MessageView | CompareView = (
+            CompareView() if compare else MessageView("assistant", path=self.path)
+        )
+        await self.messages_view.mount(view)
+        self.messages_view.anchor()
+        self.turn_state = turns.TurnState()
+        self.run_turn(view)
+
+    @work(group="turn")
+    async def run_turn(self, view: MessageView | CompareView) -> None:
+        assert self.turn_state is not None
+        try:
+            if isinstance(view, CompareView):
+                await turns.run_compare(self, self.turn_state, view)
+            else:
+                await turns.run_single(self, self.turn_state, view)
+        except GemmaChatError as error:
+            self.notify(str(error), severity="error", timeout=15)
+            if isinstance(view, MessageView):
+                await view.finish(None, f"not sent: {error.problem}")
+            else:
+                view.show_failure(error.problem)
+        finally:
+            self.turn_state = None
+            self._report_store()
+
+    async def action_stop(self) -> None:
+        state = self.turn_state
+        if state is None:
+            return
+        state.stopped = True
+        for path, engine in state.engines.items():
+            await engine.abort(state.request_ids[path])
+
+    async def action_stop_or_quit(self) -> None:
+        if self.turn_state is not None:
+            await self.action_stop()
+        else:
+            self.exit()
+
+    def action_toggle_path(self) -> None:
+        self.path = PATHS[(PATHS.index(self.path) + 1) % len(PATHS)]
+        self.status.path = self.path
+        self.notify(f"Next turns run on the {self.path} path.")
+        if not self.pool.state(self.path).ready:
+            self.start_engine(self.path)
+        self._tick()
+
+    def action_compare_next(self) -> None:
+        self.compare_next = not self.compare_next
+        self.status.compare_next = self.compare_next
+        if self.compare_next:
+            for path in PATHS:
+                if not self.pool.state(path).ready:
+                    self.start_engine(path)
+
+    async def action_regenerate(self) -> None:
+        if self.turn_state is not None or not self.conversation.turns:
+            return
+        if self.conversation.pop_reply() is not None and self.messages_view.children:
+            last = self.messages_view.children[-1]
+            if isinstance(last, CompareView) or (isinstance(last, MessageView) and last.role != "user"):
+                await last.remove()
+        await self._start_turn()
+
+    def action_edit_last(self) -> None:
+        last = self.conversation.last_user_text()
+        if last is None or self.turn_state is not None:
+            return
+
+        async def resend(text: str | None) -> None:
+            if not text:
+                return
+            self.conversation.edit_last_user(text)
+            await self._show_chat_turns()
+            await self._start_turn()
+
+        self.push_screen(TextPromptScreen("Edit your last message (the old branch is kept):", last), resend)
+
+    async def _show_chat_turns(self) -> None:
+        await self.messages_view.remove_children()
+        await self.messages_view.mount_all(
+            [MessageView(t.role, t.text, t.path, t.metrics) for t in self.conversation.turns]
+        )
+
+    async def action_new_chat(self) -> None:
+        if self.turn_state is None:
+            await self._show_chat(None)
+
+    def action_chats(self) -> None:
+        if self.store is None:
+            self.notify("History is unavailable (see the earlier error).", severity="error")
+            return
+
+        async def chosen(choice: ChatAction | None) -> None:
+            if choice is None or self.store is None:
+                return
+            if choice.action == "open":
+                await self._show_chat(choice.chat_id)
+            elif choice.action == "delete":
+                self.store.delete_chat(choice.chat_id)
+                if choice.chat_id == self.conversation.chat_id:
+                    await self._show_chat(None)
+            elif choice.action == "rename":
+                self._rename(choice.chat_id)
+
+        self.push_screen(ChatsScreen(self.store), chosen)
+
+    def _rename(self, chat_id: int) -> None:
+        def renamed(title: str | None) -> None:
+            if title and self.store is not None:
+                self.store.rename(chat_id, title)
+                if chat_id == self.conversation.chat_id:
+                    self.conversation.title = self.sub_title = title
+
+        self.push_screen(TextPromptScreen("New title:"), renamed)
+
+    def action_system_prompt(self) -> None:
+        def chosen(text: str | None) -> None:
+            if text is not None:
+                self.conversation.set_system_prompt(text)
+                self.notify("System prompt set for this chat.")
+
+        self.push_screen(
+            TextPromptScreen("System prompt for this chat:", self.conversation.system_prompt), chosen
+        )
+
+    def _last_reply(self) -> MessageView | None:
+        replies = [v for v in self.messages_view.query(MessageView) if v.role != "user"]
+        return replies[-1] if replies else None
+
+    def action_copy_reply(self) -> None:
+        reply = self._last_reply()
+        if reply is not None:
+            self.copy_to_clipboard(reply.text)
+            self.notify("Reply copied.")
+
+    def action_copy_code(self) -> None:
+        reply = self._last_reply()
+        code = reply.last_code_block() if reply else None
+        if code is None:
+            self.notify("The last reply has no code block.", severity="warning")
+            return
+        self.copy_to_clipboard(code)
+        self.notify("Code block copied.")
+
+    def export(self, kind: str) -> Path:
+        folder = (self.settings.data_dir or self.settings.history_path().parent) / "exports"
+        folder.mkdir(parents=True, exist_ok=True)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        if kind == "markdown":
+            target = folder / f"chat-{stamp}.md"
+            target.write_text(chat_markdown(self.conversation))
+        else:
+            engines = {p: s.info.engine_args for p, s in self.pool.states.items() if s.info is not None}
+            target = folder / f"receipt-{stamp}.json"
+            target.write_text(receipt_json(self.conversation, json.loads(json.dumps(engines, default=str))))
+        self.notify(f"Exported to {target}")
+        return target
+
+    def action_help(self) -> None:
+        rows = [(b.key, f"{b.description} (id: {b.id})") for b in self.BINDINGS if b.id]
+        rows += [("Enter", "send"), ("Shift+Enter / Ctrl+J", "new line"), ("Ctrl+P", "command palette")]
+        self.push_screen(HelpScreen(rows))
+
+    @work(group="engines")
+    async def restart_engine(self) -> None:
+        await self.pool.discard(self.path, "restarting")
+        with contextlib.suppress(GemmaChatError):  # the state listener shows the failure
+            await self.pool.ensure(self.path)
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand(
+            "Toggle path", "Switch between the optimized and the baseline path", self.action_toggle_path
+        )
+        yield SystemCommand("Compare next turn", "Run the next turn on both paths", self.action_compare_next)
+        yield SystemCommand("New chat", "Start a new chat", self.action_new_chat)
+        yield SystemCommand("Chats", "Switch, search, rename or delete chats", self.action_chats)
+        yield SystemCommand("Regenerate", "Answer the last message again", self.action_regenerate)
+        yield SystemCommand(
+            "Edit last message", "Edit and resend; the old branch is kept", self.action_edit_last
+        )
+        yield SystemCommand("System prompt", "Set this chat's system prompt", self.action_system_prompt)
+        yield SystemCommand("Copy reply", "Copy the last reply", self.action_copy_reply)
+        yield SystemCommand("Copy code block", "Copy the last reply's last code block", self.action_copy_code)
+        yield SystemCommand("Export Markdown", "Write this chat as Markdown", lambda: self.export("markdown"))
+        yield SystemCommand(
+            "Export receipt (JSON)", "Chat + engine args + versions + figures", lambda: self.export("json")
+        )
+        yield SystemCommand("Restart engine", "Restart the active path's engine", self.restart_engine)
+
+    async def action_quit(self) -> None:
+        await self.pool.shutdown()
+        self.exit()

@@ -1,0 +1,95 @@
+"""One message: a header, the Markdown body (streamed), and for replies a live figures footer."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Label, Markdown, Sparkline, Static
+from textual.widgets.markdown import MarkdownStream
+
+from backend.metrics import TurnMetrics
+
+
+def figures_line(metrics: TurnMetrics | None, path: str | None, tool_s: float | None = None) -> str:
+    if metrics is None:
+        return f"{path or ''}"
+    parts = [path or ""]
+    if metrics.decode_tokens_per_s is not None:
+        parts.append(f"{metrics.decode_tokens_per_s:.1f} tok/s")
+    elif metrics.rolling_decode_tokens_per_s is not None:
+        parts.append(f"{metrics.rolling_decode_tokens_per_s:.1f} tok/s")
+    if metrics.ttft_s is not None:
+        parts.append(f"TTFT {metrics.ttft_s * 1000:.0f} ms")
+    if metrics.prefill_tokens_per_s is not None:
+        parts.append(f"prefill {metrics.prefill_tokens_per_s:.0f} tok/s")
+    parts.append(f"{metrics.generated_tokens} tokens")
+    if metrics.drafted_tokens:
+        rate = (metrics.accepted_tokens or 0) / metrics.drafted_tokens
+        parts.append(f"spec {rate:.0%} accepted")
+    if metrics.kv_cache_usage is not None:
+        parts.append(f"KV {metrics.kv_cache_usage:.0%}")
+    if tool_s:
+        parts.append(f"tools {tool_s:.2f}s")
+    return " · ".join(p for p in parts if p)
+
+
+class MessageView(Vertical):
+    """A user message or a reply; replies stream with ``append`` and end with ``finish``."""
+
+    def __init__(
+        self, role: str, text: str = "", path: str | None = None, metrics: TurnMetrics | None = None
+    ) -> None:
+        super().__init__(classes=f"message {role}")
+        self.role = role
+        self.text = text
+        self.path = path
+        self.metrics = metrics
+        self.status = ""
+        self._stream: MarkdownStream | None = None
+        self._rates: list[float] = []
+
+    def compose(self) -> ComposeResult:
+        yield Label("You" if self.role == "user" else f"Gemma · {self.path or ''}", classes="role")
+        yield Markdown(self.text, classes="body")
+        if self.role != "user":
+            yield Sparkline([], classes="spark")
+            yield Static(figures_line(self.metrics, self.path), classes="figures")
+
+    @property
+    def body(self) -> Markdown:
+        return self.query_one(".body", Markdown)
+
+    async def append(self, fragment: str) -> None:
+        if self._stream is None:
+            self._stream = Markdown.get_stream(self.body)
+        self.text += fragment
+        await self._stream.write(fragment)
+
+    def show_metrics(self, metrics: TurnMetrics) -> None:
+        self.metrics = metrics
+        if metrics.rolling_decode_tokens_per_s is not None:
+            self._rates.append(metrics.rolling_decode_tokens_per_s)
+            self.query_one(".spark", Sparkline).data = self._rates[-60:]
+        self.query_one(".figures", Static).update(figures_line(metrics, self.path))
+
+    async def finish(self, metrics: TurnMetrics | None, status: str = "") -> None:
+        """End the stream and render the whole text once (code fences come out right)."""
+        if self._stream is not None:
+            await self._stream.stop()
+            self._stream = None
+        await self.body.update(self.text)
+        self.status = status
+        if self.role != "user":
+            self.query_one(".spark", Sparkline).display = False
+            line = figures_line(metrics, self.path)
+            self.query_one(".figures", Static).update(f"{line} · {status}" if status else line)
+            if metrics is not None:
+                self.metrics = metrics
+
+    def last_code_block(self) -> str | None:
+        blocks = self.text.split("```")
+        if len(blocks) < 3:
+            return None
+        code = blocks[-2] if len(blocks) % 2 == 1 else blocks[-3]
+        first, _, rest = code.partition("\n")
+        return rest if first.strip() and " " not in first.strip() else code

@@ -1,0 +1,18 @@
+"""Fixes for the engine's dependencies, installed as import hooks in every interpreter.
+
+The set-up writes a one-line ``.pth`` file into the environment that calls
+``install_import_hooks()``, so the fixes also reach vLLM's spawned engine processes.
+Standard library only until a patched module is actually imported.
+
+* ``torchvision_ops``: the package index's CUDA-built torchvision imports beside CPU torch.
+* ``gemma4_audio``: Gemma 4's audio tower runs on vLLM's CPU build.
+"""
+
+from __future__ import annotations
+
+from backend.compat import gemma4_audio, torchvision_ops
+
+
+def install_import_hooks() -> None:
+    torchvision_ops.install_import_hook()
+    gemma4_audio.install_import_hook()

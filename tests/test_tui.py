@@ -1,0 +1,206 @@
+"""UI flows of the chat app, driven with Textual's Pilot against the fake engine."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from app.tui.app import GemmaChatApp
+from app.tui.screens.chats import ChatsScreen
+from app.tui.screens.help import HelpScreen
+from app.tui.widgets.compare_view import CompareView
+from app.tui.widgets.message_view import MessageView
+from app.tui.widgets.prompt_input import PromptInput
+from backend.settings import Settings
+from backend.store import ChatStore
+from tests.fake_engine import FakeEngine
+
+Factory = Callable[[str], FakeEngine]
+
+
+def make_app(
+    tmp_path: Path, factory: Factory | None = None, **settings: object
+) -> tuple[GemmaChatApp, dict[str, FakeEngine]]:
+    engines: dict[str, FakeEngine] = {}
+
+    def default(profile: str) -> FakeEngine:
+        engines[profile] = FakeEngine(profile)
+        return engines[profile]
+
+    config = Settings(data_dir=tmp_path, **settings)  # type: ignore[arg-type]
+    return GemmaChatApp(config, factory or default, "fake-model"), engines
+
+
+async def send(app: GemmaChatApp, pilot: object, text: str) -> None:
+    prompt = app.query_one(PromptInput)
+    prompt.text = text
+    prompt.focus()
+    await pilot.press("enter")  # type: ignore[attr-defined]
+    await app.workers.wait_for_complete()
+    await pilot.pause()  # type: ignore[attr-defined]
+
+
+def replies(app: GemmaChatApp) -> list[MessageView]:
+    return [v for v in app.query(MessageView) if v.role != "user"]
+
+
+async def test_send_streams_reply_with_figures_and_stores_it(tmp_path: Path) -> None:
+    app, engines = make_app(tmp_path)
+    async with app.run_test() as pilot:
+        await send(app, pilot, "Hello there")
+        (reply,) = replies(app)
+        assert reply.text.startswith("Hello from the fake engine")
+        assert reply.metrics is not None and reply.metrics.decode_tokens_per_s == 100.0
+        figures = str(reply.query_one(".figures").render())
+        assert "100.0 tok/s" in figures and "TTFT 50 ms" in figures and "spec 50% accepted" in figures
+        assert app.status.engine == "ready" and app.status.context_used > 0
+        assert engines["optimized"].requests[0].sampling.max_tokens <= 1024
+    store = ChatStore(tmp_path / "history.db")
+    chat = store.last_chat()
+    assert chat is not None
+    assert [m.role for m in store.branch(chat)] == ["user", "assistant"]
+
+
+async def test_message_sent_while_engine_starts_waits_for_it(tmp_path: Path) -> None:
+    app, _ = make_app(tmp_path, lambda p: FakeEngine(p, start_delay_s=0.5))
+    async with app.run_test() as pilot:
+        assert app.pool.state("optimized").stage == "starting"
+        await send(app, pilot, "Early bird")
+        assert replies(app)[0].text.startswith("Hello")
+
+
+async def test_escape_stops_and_keeps_partial_reply(tmp_path: Path) -> None:
+    app, _ = make_app(tmp_path, lambda p: FakeEngine(p, delay_s=0.2, reply=" ".join(["word"] * 50)))
+    async with app.run_test() as pilot:
+        app.query_one(PromptInput).text = "long please"
+        await pilot.press("enter")
+        await pilot.pause(0.7)
+        await pilot.press("escape")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        (reply,) = replies(app)
+        assert 0 < len(reply.text.split()) < 50
+        assert "stopped" in str(reply.query_one(".figures").render())
+        assert app.conversation.turns[-1].extra.get("status") == "stopped"
+
+
+async def test_toggle_path_starts_the_other_engine(tmp_path: Path) -> None:
+    app, engines = make_app(tmp_path)
+    async with app.run_test() as pilot:
+        await pilot.press("f2")
+        await app.workers.wait_for_complete()
+        assert app.path == "baseline" and engines["baseline"].started
+        await send(app, pilot, "Which path?")
+        assert replies(app)[-1].path == "baseline"
+
+
+async def test_compare_mode_shows_both_paths_speedup_and_parity(tmp_path: Path) -> None:
+    app, _ = make_app(tmp_path)
+    async with app.run_test() as pilot:
+        await pilot.press("f3")
+        assert app.status.compare_next
+        await send(app, pilot, "Compare this")
+        view = app.query_one(CompareView)
+        assert view.panes["baseline"].text == view.panes["optimized"].text
+        verdict = str(view.query_one(".verdict").render())
+        assert "decode 2.50x" in verdict and "identical (" in verdict
+        assert not app.status.compare_next
+
+
+async def test_regenerate_and_edit_keep_old_branches(tmp_path: Path) -> None:
+    app, _ = make_app(tmp_path)
+    async with app.run_test() as pilot:
+        await send(app, pilot, "First question")
+        await pilot.press("ctrl+r")
+        await app.workers.wait_for_complete()
+        assert len(replies(app)) == 1 and len(app.conversation.turns) == 2
+        await pilot.press("f4")
+        await pilot.pause()
+        screen_input = app.screen.query_one("#answer")
+        screen_input.value = "Edited question"  # type: ignore[attr-defined]
+        await pilot.press("enter")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert [t.text for t in app.conversation.turns if t.role == "user"] == ["Edited question"]
+        store = app.store
+        assert store is not None and app.conversation.chat_id is not None
+        users = [m for m in store.messages(app.conversation.chat_id) if m.role == "user"]
+        assert {m.text for m in users} == {"First question", "Edited question"}
+
+
+async def test_new_chat_chats_list_and_resume(tmp_path: Path) -> None:
+    app, _ = make_app(tmp_path)
+    async with app.run_test() as pilot:
+        await send(app, pilot, "About cats")
+        await pilot.press("ctrl+n")
+        await pilot.pause()
+        assert not app.query(MessageView)
+        await send(app, pilot, "About dogs")
+        await pilot.press("ctrl+l")
+        await pilot.pause()
+        assert isinstance(app.screen, ChatsScreen)
+        await pilot.press(*"cats")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.conversation.title == "About cats"
+    again, _ = make_app(tmp_path)
+    async with again.run_test() as pilot:
+        await pilot.pause()
+        assert again.conversation.turns, "reopening the app resumes the last chat"
+
+
+async def test_help_lists_bindings(tmp_path: Path) -> None:
+    app, _ = make_app(tmp_path)
+    async with app.run_test() as pilot:
+        await pilot.press("f1")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        keys = [key for key, _ in app.screen.rows]
+        assert {"escape", "f2", "f3", "ctrl+n"} <= set(keys)
+
+
+async def test_engine_failure_is_one_sentence(tmp_path: Path) -> None:
+    app, _ = make_app(tmp_path, lambda p: FakeEngine(p, fail_start="Not enough memory for the KV cache."))
+    async with app.run_test() as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.status.engine.startswith("failed")
+        await send(app, pilot, "Will this work?")
+        assert app.conversation.turns[0].text == "Will this work?", "the prompt is kept"
+
+
+async def test_dead_engine_mid_turn_is_reported_then_restarted(tmp_path: Path) -> None:
+    created: list[FakeEngine] = []
+
+    def factory(profile: str) -> FakeEngine:
+        created.append(FakeEngine(profile, die_on_turn=not created))
+        return created[-1]
+
+    app, _ = make_app(tmp_path, factory)
+    async with app.run_test() as pilot:
+        await send(app, pilot, "first")
+        assert "failed" in str(replies(app)[0].query_one(".figures").render())
+        await send(app, pilot, "second")
+        assert len(created) == 2 and replies(app)[-1].text.startswith("Hello")
+
+
+async def test_exports_markdown_and_receipt(tmp_path: Path) -> None:
+    app, _ = make_app(tmp_path)
+    async with app.run_test() as pilot:
+        await send(app, pilot, "Export me")
+        markdown = app.export("markdown").read_text()
+        receipt = app.export("json").read_text()
+    assert "## You" in markdown and "Export me" in markdown
+    assert '"engines"' in receipt and '"hardware"' in receipt and '"decode_tokens_per_s": 100.0' in receipt
+
+
+@pytest.mark.parametrize("key", ["shift+enter", "ctrl+j"])
+async def test_newline_keys_do_not_send(tmp_path: Path, key: str) -> None:
+    app, _ = make_app(tmp_path)
+    async with app.run_test() as pilot:
+        prompt = app.query_one(PromptInput)
+        prompt.focus()
+        await pilot.press("a", key, "b")
+        assert prompt.text == "a\nb" and not app.conversation.turns
