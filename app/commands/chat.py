@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from app.commands.ask import settings_from_args
@@ -22,6 +23,16 @@ def run_chat(args: argparse.Namespace) -> int:
     from app.tui.app import GemmaChatApp
 
     app = GemmaChatApp(settings, lambda profile: DeferredEngine(settings, profile), name)
-    with capture_stderr(new_log_path("chat")):
-        app.run()
+    # multiprocessing's resource tracker passes sys.stderr's fd to its child when it first starts;
+    # inside Textual that fd is -1 and vLLM's engine start fails. Start the tracker now.
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()
+    with capture_stderr(new_log_path("chat")) as terminal:
+        # vLLM's processes log to fd 2 (now a file); Textual draws on sys.__stderr__: the terminal.
+        saved, sys.__stderr__ = sys.__stderr__, terminal
+        try:
+            app.run()
+        finally:
+            sys.__stderr__ = saved
     return 0

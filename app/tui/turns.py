@@ -89,6 +89,8 @@ async def show_event(view: MessageView, event: TurnEvent) -> str | None:
 
 async def run_single(app: GemmaChatApp, state: TurnState, view: MessageView) -> None:
     path = app.path
+    if not app.pool.state(path).ready:
+        view.show_note(f"waiting for the {path} engine to start…")
     engine = await app.pool.ensure(path)
     request = build_request(app, engine)
     state.engines, state.request_ids = {path: engine}, {path: request.request_id}
@@ -104,6 +106,9 @@ async def run_single(app: GemmaChatApp, state: TurnState, view: MessageView) -> 
 
 
 async def run_compare(app: GemmaChatApp, state: TurnState, view: CompareView) -> None:
+    for pane in view.panes.values():
+        if not app.pool.state(pane.path or "").ready:
+            pane.show_note("waiting for this path's engine to start…")
     baseline = await app.pool.ensure("baseline")
     optimized = await app.pool.ensure("optimized")
     request = build_request(app, optimized)

@@ -65,6 +65,10 @@ class MessageView(Vertical):
         self.text += fragment
         await self._stream.write(fragment)
 
+    def show_note(self, note: str) -> None:
+        """A line in the figures footer before any figure exists (e.g. waiting for the engine)."""
+        self.query_one(".figures", Static).update(f"{self.path or ''} · {note}")
+
     def show_metrics(self, metrics: TurnMetrics) -> None:
         self.metrics = metrics
         if metrics.rolling_decode_tokens_per_s is not None:
