@@ -30,9 +30,10 @@ def run_chat(args: argparse.Namespace) -> int:
     resource_tracker.ensure_running()
     with capture_stderr(new_log_path("chat")) as terminal:
         # vLLM's processes log to fd 2 (now a file); Textual draws on sys.__stderr__: the terminal.
-        saved, sys.__stderr__ = sys.__stderr__, terminal
+        saved = sys.__stderr__
+        setattr(sys, "__stderr__", terminal)  # noqa: B010 - sys.__stderr__ is Final to type checkers
         try:
             app.run()
         finally:
-            sys.__stderr__ = saved
+            setattr(sys, "__stderr__", saved)  # noqa: B010
     return 0
