@@ -125,6 +125,20 @@ def test_profiles_prints_every_path_with_reasons() -> None:
         assert header in out
     optimized = out.split("[optimized]")[1].split("[eager]")[0]
     assert "speculative_config" in optimized and "MTP drafter" in optimized
-    assert "VLLM_CPU_NUM_OF_RESERVED_CPU" in optimized
+    assert "VLLM_CPU_NUM_OF_RESERVED_CPU" not in optimized, "opt-in only: it breaks bfloat16 parity"
     assert "speculative_config" not in out.split("[baseline]")[1].split("[optimized]")[0]
     assert "max_model_len" in out and "context window" in out
+
+
+@pytest.mark.engine
+def test_ask_compare_prints_both_paths_speedup_and_verdict() -> None:
+    result = _gemma_chat(
+        "ask", "--demo", "--profile", "compare", "--dtype", "float32", "--max-tokens", "24", "Hello there"
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert any(line.startswith("── baseline: TTFT ") for line in lines)
+    assert any(line.startswith("── optimized: TTFT ") and "spec accepted" in line for line in lines)
+    verdict = lines[-1]
+    assert verdict.startswith("── compare: speed-up: decode ") and "end-to-end" in verdict
+    assert "parity: identical (24 tokens)" in verdict, "float32 greedy tokens must match across paths"

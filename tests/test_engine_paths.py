@@ -55,7 +55,7 @@ async def test_parity_set_is_identical_between_paths_in_float32(
     path_engines: tuple[VllmEngine, VllmEngine],
 ) -> None:
     baseline, optimized = path_engines
-    prompts = parity_prompts(baseline.source.modalities() - {"audio"})
+    prompts = parity_prompts(baseline.source.modalities())
     assert len(prompts) >= 16
     renderer = PromptRenderer.for_model(str(baseline.source.path))
     requests = [p.request(renderer, GREEDY, tag="parity-") for p in prompts]
