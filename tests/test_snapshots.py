@@ -13,6 +13,7 @@ from app.tui.app import GemmaChatApp
 from app.tui.widgets.prompt_input import PromptInput
 from backend.settings import Settings
 from tests.fake_engine import FakeEngine
+from tests.test_tui import wait_until
 
 SIZE = (110, 32)
 
@@ -23,9 +24,10 @@ def _app(tmp_path: Path) -> GemmaChatApp:
 
 
 async def _send(pilot: Any, text: str) -> None:
+    turns_before = len(pilot.app.conversation.turns)
     pilot.app.query_one(PromptInput).text = text
     await pilot.press("enter")
-    await pilot.app.workers.wait_for_complete()
+    await wait_until(pilot, lambda: len(pilot.app.conversation.turns) >= turns_before + 2)
     pilot.app.clear_notifications()
     await pilot.pause()
 

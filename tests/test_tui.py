@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,13 +35,23 @@ def make_app(
     return GemmaChatApp(config, factory or default, "fake-model"), engines
 
 
-async def send(app: GemmaChatApp, pilot: object, text: str) -> None:
+async def wait_until(pilot: Any, condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
+    """Let the app run until ``condition`` holds (workers and handlers run asynchronously)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting for the app"
+        await pilot.pause(0.05)
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+async def send(app: GemmaChatApp, pilot: Any, text: str) -> None:
+    """Send ``text`` and wait until the turn has ended (a reply, or a refusal) in the app."""
     prompt = app.query_one(PromptInput)
     prompt.text = text
     prompt.focus()
-    await pilot.press("enter")  # type: ignore[attr-defined]
-    await app.workers.wait_for_complete()
-    await pilot.pause()  # type: ignore[attr-defined]
+    await pilot.press("enter")
+    await wait_until(pilot, lambda: prompt.text == "" and app.turn_state is None)
 
 
 def replies(app: GemmaChatApp) -> list[MessageView]:
@@ -204,3 +216,66 @@ async def test_newline_keys_do_not_send(tmp_path: Path, key: str) -> None:
         prompt.focus()
         await pilot.press("a", key, "b")
         assert prompt.text == "a\nb" and not app.conversation.turns
+
+
+async def test_system_prompt_reaches_the_engine(tmp_path: Path) -> None:
+    app, engines = make_app(tmp_path)
+    async with app.run_test() as pilot:
+        await pilot.press("f9")
+        await pilot.pause()
+        app.screen.query_one("#answer").value = "You are terse."  # type: ignore[attr-defined]
+        await pilot.press("enter")
+        await send(app, pilot, "Hi")
+        assert engines["optimized"].requests[-1].prompt.startswith("<system>You are terse.")
+
+
+async def test_rename_and_delete_from_the_chats_list(tmp_path: Path) -> None:
+    app, _ = make_app(tmp_path)
+    async with app.run_test() as pilot:
+        await send(app, pilot, "Keep me")
+        await pilot.press("ctrl+l")
+        await pilot.pause()
+        await pilot.press("ctrl+r")
+        await pilot.pause()
+        app.screen.query_one("#answer").value = "Renamed chat"  # type: ignore[attr-defined]
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.conversation.title == "Renamed chat"
+        await pilot.press("ctrl+l")
+        await pilot.pause()
+        await pilot.press("ctrl+d")
+        await pilot.pause()
+        assert app.store is not None and app.store.chats() == []
+        assert not app.conversation.turns
+
+
+async def test_keymap_rebinds_by_id(tmp_path: Path) -> None:
+    app, _ = make_app(tmp_path, keymap={"toggle_path": "f12"})
+    async with app.run_test() as pilot:
+        await pilot.press("f12")
+        await pilot.pause()
+        assert app.path == "baseline"
+
+
+async def test_copy_last_code_block(tmp_path: Path) -> None:
+    app, _ = make_app(tmp_path)
+    async with app.run_test() as pilot:
+        await send(app, pilot, "Code please")
+        await pilot.press("f8")
+        await pilot.pause()
+        assert app.clipboard == "print('hi')\n"
+
+
+async def test_write_failure_is_shown_and_the_chat_stays_in_memory(tmp_path: Path) -> None:
+    app, _ = make_app(tmp_path)
+    async with app.run_test() as pilot:
+        await send(app, pilot, "Saved")
+        assert app.store is not None
+        app.store.close()  # every later write fails, as on a full disk or a read-only directory
+        await send(app, pilot, "Not saved, but kept")
+        assert [t.text for t in app.conversation.turns if t.role == "user"] == [
+            "Saved",
+            "Not saved, but kept",
+        ]
+        assert app.conversation.last_store_error and "stays in memory" in app.conversation.last_store_error
+        assert any("Could not save" in str(n.message) for n in app._notifications)

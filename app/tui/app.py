@@ -7,10 +7,8 @@ The app receives an engine factory (``profile name -> Engine``): the vLLM one wh
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections.abc import Iterable
-from pathlib import Path
 
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
@@ -20,7 +18,7 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from app.tui import turns
-from app.tui.screens.chats import ChatAction, ChatsScreen
+from app.tui.chat_actions import ChatActions
 from app.tui.screens.help import HelpScreen
 from app.tui.screens.text_prompt import TextPromptScreen
 from app.tui.widgets.compare_view import CompareView
@@ -30,14 +28,13 @@ from app.tui.widgets.status_bar import StatusBar
 from backend.conversation import Conversation
 from backend.engine_pool import EngineFactory, EnginePool, EngineState
 from backend.errors import GemmaChatError
-from backend.export import chat_markdown, receipt_json
 from backend.settings import Settings
 from backend.store import ChatStore, StoreError
 
 PATHS = ("optimized", "baseline")
 
 
-class GemmaChatApp(App[None]):
+class GemmaChatApp(ChatActions, App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "gemma-chat"
     BINDINGS = [
@@ -49,9 +46,9 @@ class GemmaChatApp(App[None]):
         Binding("ctrl+l", "chats", "Chats", id="chats"),
         Binding("ctrl+r", "regenerate", "Regenerate", id="regenerate"),
         Binding("f4", "edit_last", "Edit last", id="edit_last"),
-        Binding("f7", "system_prompt", "System prompt", show=False, id="system_prompt"),
+        Binding("f9", "system_prompt", "System prompt", show=False, id="system_prompt"),
         Binding("f5", "copy_reply", "Copy reply", show=False, id="copy_reply"),
-        Binding("f6", "copy_code", "Copy code", show=False, id="copy_code"),
+        Binding("f8", "copy_code", "Copy code", show=False, id="copy_code"),
         Binding("f1", "help", "Help", id="help"),
         Binding("ctrl+q", "quit", "Quit", id="quit"),
     ]
@@ -148,6 +145,7 @@ class GemmaChatApp(App[None]):
         if self.turn_state is not None:
             self.notify("A reply is still streaming: press Esc to stop it first.", severity="warning")
             return
+        self.turn_state = turns.TurnState()  # busy from now on: no second send, Esc has a target
         self.query_one(PromptInput).clear()
         self.conversation.add_user(message.text)
         await self.messages_view.mount(MessageView("user", message.text))
@@ -161,7 +159,7 @@ class GemmaChatApp(App[None]):
         )
         await self.messages_view.mount(view)
         self.messages_view.anchor()
-        self.turn_state = turns.TurnState()
+        self.turn_state = self.turn_state or turns.TurnState()
         self.run_turn(view)
 
     @work(group="turn")
@@ -240,81 +238,6 @@ class GemmaChatApp(App[None]):
         await self.messages_view.mount_all(
             [MessageView(t.role, t.text, t.path, t.metrics) for t in self.conversation.turns]
         )
-
-    async def action_new_chat(self) -> None:
-        if self.turn_state is None:
-            await self._show_chat(None)
-
-    def action_chats(self) -> None:
-        if self.store is None:
-            self.notify("History is unavailable (see the earlier error).", severity="error")
-            return
-
-        async def chosen(choice: ChatAction | None) -> None:
-            if choice is None or self.store is None:
-                return
-            if choice.action == "open":
-                await self._show_chat(choice.chat_id)
-            elif choice.action == "delete":
-                self.store.delete_chat(choice.chat_id)
-                if choice.chat_id == self.conversation.chat_id:
-                    await self._show_chat(None)
-            elif choice.action == "rename":
-                self._rename(choice.chat_id)
-
-        self.push_screen(ChatsScreen(self.store), chosen)
-
-    def _rename(self, chat_id: int) -> None:
-        def renamed(title: str | None) -> None:
-            if title and self.store is not None:
-                self.store.rename(chat_id, title)
-                if chat_id == self.conversation.chat_id:
-                    self.conversation.title = self.sub_title = title
-
-        self.push_screen(TextPromptScreen("New title:"), renamed)
-
-    def action_system_prompt(self) -> None:
-        def chosen(text: str | None) -> None:
-            if text is not None:
-                self.conversation.set_system_prompt(text)
-                self.notify("System prompt set for this chat.")
-
-        self.push_screen(
-            TextPromptScreen("System prompt for this chat:", self.conversation.system_prompt), chosen
-        )
-
-    def _last_reply(self) -> MessageView | None:
-        replies = [v for v in self.messages_view.query(MessageView) if v.role != "user"]
-        return replies[-1] if replies else None
-
-    def action_copy_reply(self) -> None:
-        reply = self._last_reply()
-        if reply is not None:
-            self.copy_to_clipboard(reply.text)
-            self.notify("Reply copied.")
-
-    def action_copy_code(self) -> None:
-        reply = self._last_reply()
-        code = reply.last_code_block() if reply else None
-        if code is None:
-            self.notify("The last reply has no code block.", severity="warning")
-            return
-        self.copy_to_clipboard(code)
-        self.notify("Code block copied.")
-
-    def export(self, kind: str) -> Path:
-        folder = (self.settings.data_dir or self.settings.history_path().parent) / "exports"
-        folder.mkdir(parents=True, exist_ok=True)
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        if kind == "markdown":
-            target = folder / f"chat-{stamp}.md"
-            target.write_text(chat_markdown(self.conversation))
-        else:
-            engines = {p: s.info.engine_args for p, s in self.pool.states.items() if s.info is not None}
-            target = folder / f"receipt-{stamp}.json"
-            target.write_text(receipt_json(self.conversation, json.loads(json.dumps(engines, default=str))))
-        self.notify(f"Exported to {target}")
-        return target
 
     def action_help(self) -> None:
         rows = [(b.key, f"{b.description} (id: {b.id})") for b in self.BINDINGS if b.id]

@@ -24,8 +24,8 @@ class ChatAction:
 class ChatsScreen(ModalScreen[ChatAction | None]):
     BINDINGS = [
         Binding("escape", "cancel", "Close"),
-        Binding("ctrl+r", "rename", "Rename"),
-        Binding("ctrl+d", "delete", "Delete"),
+        Binding("ctrl+r", "rename", "Rename", priority=True),
+        Binding("ctrl+d", "delete", "Delete", priority=True),
     ]
 
     def __init__(self, store: ChatStore) -> None:

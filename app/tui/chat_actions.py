@@ -1,0 +1,109 @@
+"""Chat-management actions of the app: new chat, chats list, rename, system prompt, copy, export."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from app.tui.screens.chats import ChatAction, ChatsScreen
+from app.tui.screens.text_prompt import TextPromptScreen
+from app.tui.widgets.message_view import MessageView
+from backend.conversation import Conversation
+from backend.engine_pool import EnginePool
+from backend.export import chat_markdown, receipt_json
+from backend.settings import Settings
+from backend.store import ChatStore
+
+
+class ChatActions:
+    """Mixed into ``GemmaChatApp``; uses its store, conversation, settings and widgets."""
+
+    # Provided by GemmaChatApp and textual.App (annotations only, for the type checker).
+    store: ChatStore | None
+    conversation: Conversation
+    settings: Settings
+    pool: EnginePool
+    turn_state: object
+    sub_title: str
+    messages_view: Any
+    notify: Any
+    push_screen: Any
+    copy_to_clipboard: Any
+    _show_chat: Any
+
+    async def action_new_chat(self) -> None:
+        if self.turn_state is None:
+            await self._show_chat(None)
+
+    def action_chats(self) -> None:
+        if self.store is None:
+            self.notify("History is unavailable (see the earlier error).", severity="error")
+            return
+
+        async def chosen(choice: ChatAction | None) -> None:
+            if choice is None or self.store is None:
+                return
+            if choice.action == "open":
+                await self._show_chat(choice.chat_id)
+            elif choice.action == "delete":
+                self.store.delete_chat(choice.chat_id)
+                if choice.chat_id == self.conversation.chat_id:
+                    await self._show_chat(None)
+            elif choice.action == "rename":
+                self._rename(choice.chat_id)
+
+        self.push_screen(ChatsScreen(self.store), chosen)
+
+    def _rename(self, chat_id: int) -> None:
+        def renamed(title: str | None) -> None:
+            if title and self.store is not None:
+                self.store.rename(chat_id, title)
+                if chat_id == self.conversation.chat_id:
+                    self.conversation.title = self.sub_title = title
+
+        self.push_screen(TextPromptScreen("New title:"), renamed)
+
+    def action_system_prompt(self) -> None:
+        def chosen(text: str | None) -> None:
+            if text is not None:
+                self.conversation.set_system_prompt(text)
+                self.notify("System prompt set for this chat.")
+
+        self.push_screen(
+            TextPromptScreen("System prompt for this chat:", self.conversation.system_prompt), chosen
+        )
+
+    def _last_reply(self) -> MessageView | None:
+        replies = [v for v in self.messages_view.query(MessageView) if v.role != "user"]
+        return replies[-1] if replies else None
+
+    def action_copy_reply(self) -> None:
+        reply = self._last_reply()
+        if reply is not None:
+            self.copy_to_clipboard(reply.text)
+            self.notify("Reply copied.")
+
+    def action_copy_code(self) -> None:
+        reply = self._last_reply()
+        code = reply.last_code_block() if reply else None
+        if code is None:
+            self.notify("The last reply has no code block.", severity="warning")
+            return
+        self.copy_to_clipboard(code)
+        self.notify("Code block copied.")
+
+    def export(self, kind: str) -> Path:
+        folder = (self.settings.data_dir or self.settings.history_path().parent) / "exports"
+        folder.mkdir(parents=True, exist_ok=True)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        if kind == "markdown":
+            target = folder / f"chat-{stamp}.md"
+            target.write_text(chat_markdown(self.conversation))
+        else:
+            engines = {p: s.info.engine_args for p, s in self.pool.states.items() if s.info is not None}
+            target = folder / f"receipt-{stamp}.json"
+            target.write_text(receipt_json(self.conversation, json.loads(json.dumps(engines, default=str))))
+        self.notify(f"Exported to {target}")
+        return target
