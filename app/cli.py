@@ -55,10 +55,18 @@ def build_parser() -> argparse.ArgumentParser:
     ask = commands.add_parser("ask", help="answer one prompt on stdout, then print the engine's figures")
     ask.add_argument("prompt", help="the user message")
     ask.add_argument("--system", help="system prompt")
+    ask.add_argument(
+        "--json", action="store_true", help="print one JSON document (reply, figures, attachments)"
+    )
     ask.add_argument("--max-tokens", type=int, default=256, help="reply budget in tokens (default 256)")
     ask.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
     ask.add_argument(
-        "-a", "--attach", action="append", default=[], metavar="FILE", help="attach an image (repeatable)"
+        "-a",
+        "--attach",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="attach an image, audio or video file (repeatable)",
     )
     _add_model_flags(ask)
 

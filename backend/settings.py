@@ -37,6 +37,19 @@ class EngineSettings(BaseModel):
     16/19 parity prompts identical in bfloat16 (19/19 in float32), so it is off by default."""
 
 
+class MediaSettings(BaseModel):
+    """Limits and choices for attachments."""
+
+    max_image_mb: float = Field(default=20.0, gt=0)
+    """Largest image file accepted, in MB."""
+    long_audio: Literal["trim", "refuse"] = "trim"
+    """Audio longer than Gemma 4's 30 s: keep the first 30 s (with a notice) or refuse it."""
+    max_video_frames: int = Field(default=32, ge=1, le=64)
+    """Frames sampled evenly from a video (70 soft tokens each)."""
+    max_video_minutes: float = Field(default=10.0, gt=0)
+    """Longest video accepted."""
+
+
 def default_max_model_len(total_memory_bytes: int | None = None) -> int:
     """A context window that fits beside the model in this machine's memory (both engines)."""
     if total_memory_bytes is None:
@@ -67,6 +80,7 @@ class Settings(BaseSettings):
     profile: Literal["baseline", "optimized", "eager"] = "optimized"
     """The engine path for new turns."""
     engine: EngineSettings = Field(default_factory=EngineSettings)
+    media: MediaSettings = Field(default_factory=MediaSettings)
     max_tokens: int = Field(default=1024, ge=1)
     """Reply budget in tokens for chat turns."""
     trim_history: bool = False

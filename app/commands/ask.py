@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 import uuid
+from dataclasses import asdict
 from typing import Any, TextIO
 
 from backend.chat import ChatMessage, PromptRenderer
@@ -28,7 +30,7 @@ from backend.engine import (
 from backend.engine_factory import make_engine, resolve_model
 from backend.engine_log import capture_stderr
 from backend.errors import GemmaChatError, PromptTooLong
-from backend.media.images import load_image
+from backend.media.attachment import Attachment, AttachmentError, load_attachment
 from backend.settings import Settings, load_settings
 from backend.vllm_engine import VllmEngine
 
@@ -49,16 +51,37 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 def run_ask(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
-    images = [load_image(path) for path in args.attach]  # validate before starting anything
+    attachments = [load_attachment(path, settings.media) for path in args.attach]  # before any engine
     source = resolve_model(settings)
+    missing = {a.kind for a in attachments} - source.modalities()
+    if missing:
+        raise AttachmentError(
+            f"{source.name} cannot take {', '.join(sorted(missing))} (it has no tower for it).",
+            "Remove that attachment or use a model with that tower.",
+        )
     profiles = ["baseline", "optimized"] if args.profile == COMPARE else [settings.profile]
     engines = [make_engine(settings, source, name, engines_sharing_gpu=len(profiles)) for name in profiles]
     messages = [ChatMessage("system", args.system)] if args.system else []
-    messages.append(ChatMessage("user", args.prompt, media=tuple("image" for _ in images)))
+    messages.append(ChatMessage("user", args.prompt, media=tuple(a.kind for a in attachments)))  # type: ignore[misc]
     log_path = engines[0].log_path
     assert log_path is not None
     with capture_stderr(log_path) as console:
-        return asyncio.run(_ask(engines, messages, images, args, console))
+        for attachment in attachments:
+            for notice in attachment.notices:
+                console.write(f"gemma-chat: {notice}\n")
+        global REPORT
+        REPORT = JsonReport(attachments) if args.json else None
+        code = asyncio.run(_ask(engines, messages, attachments, args, console))
+        if REPORT is not None:
+            REPORT.emit()
+        return code
+
+
+def multi_modal_data(attachments: list[Attachment]) -> dict[str, Any]:
+    data: dict[str, list[Any]] = {}
+    for attachment in attachments:
+        data.setdefault(attachment.kind, []).append(attachment.payload)
+    return data
 
 
 def _check_fits(prompt_tokens: int, max_tokens: int, info: EngineInfo) -> None:
@@ -73,7 +96,7 @@ def _check_fits(prompt_tokens: int, max_tokens: int, info: EngineInfo) -> None:
 async def _ask(
     engines: list[VllmEngine],
     messages: list[ChatMessage],
-    images: list[Any],
+    attachments: list[Attachment],
     args: argparse.Namespace,
     console: TextIO,
 ) -> int:
@@ -86,11 +109,12 @@ async def _ask(
             info = await engine.start(progress)
         renderer = PromptRenderer.for_model(str(engines[0].source.path))
         prompt = renderer.render(messages)
-        _check_fits(prompt.token_count, args.max_tokens, info)
+        media_tokens = sum(a.tokens for a in attachments) - len(attachments)  # placeholders already counted
+        _check_fits(prompt.token_count + media_tokens, args.max_tokens, info)
         request = EngineRequest(
             request_id=f"ask-{uuid.uuid4().hex[:8]}",
             prompt=prompt.text,
-            multi_modal_data={"image": images} if images else {},
+            multi_modal_data=multi_modal_data(attachments),
             sampling=SamplingSettings(max_tokens=args.max_tokens, temperature=args.temperature),
         )
         if len(engines) == 2:
@@ -106,8 +130,48 @@ async def _ask(
             await engine.shutdown()
 
 
+class JsonReport:
+    """``--json``: one document at the end instead of streamed text."""
+
+    def __init__(self, attachments: list[Attachment]) -> None:
+        self.doc: dict[str, Any] = {
+            "attachments": [
+                {
+                    "path": str(a.path),
+                    "kind": a.kind,
+                    "tokens": a.tokens,
+                    "detail": a.detail,
+                    "sha256": a.sha256,
+                }
+                for a in attachments
+            ],
+            "paths": {},
+        }
+
+    def add(self, path: str, event: TurnEvent) -> None:
+        if isinstance(event, Finished | Cancelled):
+            self.doc["paths"][path] = {
+                "reply": event.text,
+                "status": "finished" if isinstance(event, Finished) else "cancelled",
+                "figures": asdict(event.metrics),
+            }
+        elif isinstance(event, Failed):
+            self.doc["paths"][path] = {"status": "failed", "error": event.message}
+
+    def emit(self) -> None:
+        sys.stdout.write(json.dumps(self.doc, indent=2) + "\n")
+
+
+REPORT: JsonReport | None = None
+
+
 def _print_event(path: str, event: TurnEvent, console: TextIO) -> int | None:
     """Print one event; return an exit code once the turn has ended."""
+    if REPORT is not None:
+        REPORT.add(path, event)
+        return (
+            None if not isinstance(event, Finished | Cancelled | Failed) else int(isinstance(event, Failed))
+        )
     if isinstance(event, Delta):
         sys.stdout.write(event.text)
         sys.stdout.flush()
@@ -137,8 +201,20 @@ async def _compare(
 ) -> int:
     async for item in compare_stream(baseline, optimized, request, lambda t: renderer.tokenizer.decode([t])):
         if isinstance(item, CompareResult):
+            if REPORT is not None:
+                REPORT.doc["compare"] = {
+                    "decode_speedup": item.decode_speedup,
+                    "e2e_speedup": item.e2e_speedup,
+                    "parity": item.parity.describe(),
+                    "identical": item.parity.identical,
+                }
+                return 0
             sys.stdout.write(f"── compare: {item.summary()}\n")
             return 0
+        if REPORT is not None:
+            if _print_event(item.path, item.event, console) == 1:
+                return 1
+            continue
         if isinstance(item.event, Started):
             sys.stdout.write(f"── {item.path}:\n")
         if _print_event(item.path, item.event, console) == 1:

@@ -1,34 +1,46 @@
-"""Images for Gemma 4: loaded with Pillow, EXIF orientation applied, converted to RGB."""
+"""Images for Gemma 4: Pillow, EXIF orientation applied, RGB; GIFs give their first frame."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from backend.errors import GemmaChatError
+from backend.media.attachment import IMAGE_EXTENSIONS, Attachment, AttachmentError, check_file, sha256_of
+from backend.media.costs import image_tokens
+from backend.settings import MediaSettings
 
 
-class AttachmentError(GemmaChatError):
-    """An attachment that cannot be sent; the message names the file and the reason."""
+def load(path: Path, limits: MediaSettings) -> Attachment:
+    from PIL import Image, ImageOps, UnidentifiedImageError
+
+    size_mb = path.stat().st_size / 1e6
+    if size_mb > limits.max_image_mb:
+        raise AttachmentError(
+            f"{path} is {size_mb:.1f} MB, over the {limits.max_image_mb:g} MB image limit.",
+            "Attach a smaller image or raise media.max_image_mb.",
+        )
+    expected = IMAGE_EXTENSIONS[path.suffix.lower()]
+    try:
+        with Image.open(path) as image:
+            actual = image.format or "unknown"
+            image.seek(0)
+            image.load()
+            rgb = ImageOps.exif_transpose(image).convert("RGB")
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
+        raise AttachmentError(
+            f"{path} is not a readable image ({error}).", "Attach a PNG, JPEG, WebP, GIF or BMP file."
+        ) from None
+    if actual != expected:
+        raise AttachmentError(
+            f"{path}: the content is {actual}, which does not match its {path.suffix} extension.",
+            "Rename it to its real type or re-export it.",
+        )
+    width, height = rgb.size
+    return Attachment("image", path, sha256_of(path), rgb, image_tokens(width, height), f"{width}x{height}")
 
 
 def load_image(path_text: str | Path) -> Any:
-    """The image at ``path_text`` as an RGB ``PIL.Image``, or an ``AttachmentError``."""
-    from PIL import Image, ImageOps, UnidentifiedImageError
-
+    """The image at ``path_text`` as an RGB ``PIL.Image`` (validated), for callers that need only pixels."""
     path = Path(path_text).expanduser()
-    if not path.exists():
-        raise AttachmentError(f"{path}: no such file.", "Check the path.")
-    if path.is_dir():
-        raise AttachmentError(f"{path} is a directory, not an image.", "Attach a file.")
-    if path.stat().st_size == 0:
-        raise AttachmentError(f"{path} is empty (0 bytes).", "Attach a real image.")
-    try:
-        with Image.open(path) as image:
-            image.seek(0)
-            image.load()
-            return ImageOps.exif_transpose(image).convert("RGB")
-    except (UnidentifiedImageError, OSError, SyntaxError) as error:
-        raise AttachmentError(
-            f"{path} is not a readable image ({error}).", "Attach a PNG, JPEG, WebP, GIF or BMP."
-        ) from None
+    check_file(path)
+    return load(path, MediaSettings()).payload
