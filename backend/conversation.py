@@ -7,8 +7,10 @@ the conversation carries on in memory (nothing the user typed or received is los
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-from backend.chat import ChatMessage
+from backend.chat import ChatMessage, MediaKind
+from backend.media.attachment import Attachment, AttachmentError, load_attachment
 from backend.metrics import TurnMetrics
 from backend.store import ChatStore, StoreError
 
@@ -21,6 +23,7 @@ class Turn:
     metrics: TurnMetrics | None = None
     message_id: int | None = None
     extra: dict[str, object] = field(default_factory=dict)
+    attachments: tuple[Attachment, ...] = ()
 
 
 class Conversation:
@@ -38,7 +41,8 @@ class Conversation:
         summary = store.chat(chat_id)
         self.title, self.system_prompt = summary.title, summary.system_prompt
         self.turns = [
-            Turn(m.role, m.text, m.path, m.metrics, m.id, dict(m.extra)) for m in store.branch(chat_id)
+            Turn(m.role, m.text, m.path, m.metrics, m.id, dict(m.extra), _reload(m.attachments))
+            for m in store.branch(chat_id)
         ]
 
     def _save(self, action: str, *args: object) -> int | None:
@@ -58,16 +62,34 @@ class Conversation:
     def messages(self) -> list[ChatMessage]:
         """What the model sees: the system prompt, then the visible turns."""
         out = [ChatMessage("system", self.system_prompt)] if self.system_prompt else []
-        out += [ChatMessage("user" if t.role == "user" else "assistant", t.text) for t in self.turns]
+        for t in self.turns:
+            kinds: tuple[MediaKind, ...] = tuple(a.kind for a in t.attachments)  # type: ignore[misc]
+            out.append(ChatMessage("user" if t.role == "user" else "assistant", t.text, media=kinds))
         return out
+
+    def attachments(self) -> list[Attachment]:
+        """Every attachment of the visible branch, in prompt order."""
+        return [a for t in self.turns for a in t.attachments]
+
+    def multi_modal_data(self) -> dict[str, list[Any]]:
+        data: dict[str, list[Any]] = {}
+        for attachment in self.attachments():
+            data.setdefault(attachment.kind, []).append(attachment.payload)
+        return data
+
+    def attachment_tokens(self) -> int:
+        """Tokens the attachments add beyond their one-token placeholders."""
+        return sum(a.tokens - 1 for a in self.attachments())
 
     def _parent(self) -> int | None:
         return self.turns[-1].message_id if self.turns else None
 
-    def add_user(self, text: str) -> Turn:
+    def add_user(self, text: str, attachments: tuple[Attachment, ...] = ()) -> Turn:
         if not self.turns and self.title == "New chat":
             self.title = " ".join(text.split())[:48] or "New chat"
-        turn = Turn("user", text, message_id=self._save("add_message", self._parent(), "user", text))
+        kept = tuple(self._keep(a) for a in attachments)
+        message_id = self._save("add_message", self._parent(), "user", text, None, None, kept)
+        turn = Turn("user", text, message_id=message_id, attachments=attachments)
         self.turns.append(turn)
         return turn
 
@@ -78,6 +100,16 @@ class Conversation:
         turn = Turn("assistant", text, path, metrics, message_id, dict(extra or {}))
         self.turns.append(turn)
         return turn
+
+    def _keep(self, attachment: Attachment) -> str:
+        """The stored copy's path (by content hash), or the original's if it cannot be copied."""
+        if self.store is None:
+            return str(attachment.path)
+        try:
+            return str(self.store.keep_file(attachment.path, attachment.sha256))
+        except OSError as error:
+            self.last_store_error = f"Could not copy {attachment.path} into the history: {error}."
+            return str(attachment.path)
 
     def pop_reply(self) -> Turn | None:
         """Remove the last reply (for regenerate); the stored one stays as another branch."""
@@ -91,10 +123,9 @@ class Conversation:
         """Replace the last user message (and what followed) with a new branch from its parent."""
         while self.turns and self.turns[-1].role != "user":
             self.turns.pop()
-        if self.turns:
-            self.turns.pop()
+        attachments = self.turns.pop().attachments if self.turns else ()
         self._save("set_leaf", self._parent())
-        return self.add_user(text)
+        return self.add_user(text, attachments)
 
     def last_user_text(self) -> str | None:
         return next((t.text for t in reversed(self.turns) if t.role == "user"), None)
@@ -106,3 +137,14 @@ class Conversation:
     def rename(self, title: str) -> None:
         self.title = title
         self._save("rename", title)
+
+
+def _reload(paths: tuple[str, ...]) -> tuple[Attachment, ...]:
+    """Attachments of a stored message, from their copies in the data directory."""
+    loaded = []
+    for path in paths:
+        try:
+            loaded.append(load_attachment(path))
+        except AttachmentError:
+            continue  # a copy that vanished: the text of the chat still loads
+    return tuple(loaded)

@@ -8,6 +8,7 @@ the conversation in memory. A database that cannot be read is moved aside, never
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import time
 from dataclasses import asdict, dataclass, field
@@ -203,6 +204,15 @@ class ChatStore:
             return []
         chat_id, parent_id, role = target
         return [m for m in self.messages(chat_id) if m.parent_id == parent_id and m.role == role]
+
+    def keep_file(self, source: Path, sha256: str) -> Path:
+        """Copy an attachment next to the database, named by its content hash (once)."""
+        folder = self.path.parent / "attachments"
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / f"{sha256}{source.suffix.lower()}"
+        if not target.exists():
+            shutil.copyfile(source, target)
+        return target
 
     def close(self) -> None:
         self._db.close()

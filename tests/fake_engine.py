@@ -35,6 +35,7 @@ class FakeEngine:
     fail_start: str | None = None
     die_on_turn: bool = False
     max_model_len: int = 4096
+    modalities: frozenset[str] = frozenset({"text", "image", "audio", "video"})
     started: bool = False
     aborted: set[str] = field(default_factory=set)
     requests: list[EngineRequest] = field(default_factory=list)
@@ -49,7 +50,7 @@ class FakeEngine:
             raise EngineStartFailed(self.fail_start)
         self.started = True
         return EngineInfo(
-            f"fake-{self.profile}", self.max_model_len, frozenset({"text"}), {"profile": self.profile}
+            f"fake-{self.profile}", self.max_model_len, self.modalities, {"profile": self.profile}
         )
 
     def render(self, messages: list[ChatMessage]) -> RenderedPrompt:

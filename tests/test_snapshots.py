@@ -18,9 +18,17 @@ from tests.test_tui import wait_until
 SIZE = (110, 32)
 
 
+class _SteadyApp(GemmaChatApp):
+    """The app with the input's cursor not blinking, so screenshots do not depend on timing."""
+
+    async def on_mount(self) -> None:
+        await super().on_mount()
+        self.query_one(PromptInput).cursor_blink = False
+
+
 def _app(tmp_path: Path) -> GemmaChatApp:
     settings = Settings(data_dir=tmp_path, theme="textual-dark")
-    return GemmaChatApp(settings, lambda profile: FakeEngine(profile), "fake-model")
+    return _SteadyApp(settings, lambda profile: FakeEngine(profile), "fake-model")
 
 
 async def _send(pilot: Any, text: str) -> None:
@@ -62,3 +70,20 @@ def test_help_screen(snap_compare: Callable[..., bool], tmp_path: Path) -> None:
         await pilot.pause()
 
     assert snap_compare(_app(tmp_path), run_before=open_help, terminal_size=SIZE)
+
+
+def test_attachment_chips(snap_compare: Callable[..., bool], tmp_path: Path) -> None:
+    from tests.media_files import audio_file, image_file
+    from tests.test_tui import wait_until
+
+    image, audio = image_file(tmp_path / "cat.png"), audio_file(tmp_path / "voice.wav", seconds=2.0)
+
+    async def attach(pilot: Any) -> None:
+        await pilot.app.workers.wait_for_complete()
+        for count, path in enumerate((image, audio), start=1):
+            pilot.app.query_one(PromptInput).post_message(PromptInput.PathPasted(path))
+            await wait_until(pilot, lambda count=count: len(pilot.app.pending) == count)
+        pilot.app.query_one(PromptInput).text = "What do you see and hear?"
+        await pilot.pause()
+
+    assert snap_compare(_app(tmp_path), run_before=attach, terminal_size=SIZE)

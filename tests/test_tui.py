@@ -279,3 +279,96 @@ async def test_write_failure_is_shown_and_the_chat_stays_in_memory(tmp_path: Pat
         ]
         assert app.conversation.last_store_error and "stays in memory" in app.conversation.last_store_error
         assert any("Could not save" in str(n.message) for n in app._notifications)
+
+
+async def _attach_and_wait(app: GemmaChatApp, pilot: Any, count: int) -> None:
+    await wait_until(pilot, lambda: len(app.pending) >= count)
+
+
+async def test_attach_by_command_paste_and_chip_removal(tmp_path: Path) -> None:
+    from textual import events
+
+    from app.tui.widgets.attachment_bar import AttachmentBar
+    from tests.media_files import audio_file, image_file
+
+    image = image_file(tmp_path / "cat.png")
+    audio = audio_file(tmp_path / "voice.wav", seconds=1.0)
+    app, engines = make_app(tmp_path)
+    async with app.run_test() as pilot:
+        prompt = app.query_one(PromptInput)
+        prompt.text = f"/attach {image}"
+        prompt.focus()
+        await pilot.press("enter")
+        await _attach_and_wait(app, pilot, 1)
+        prompt.post_message(events.Paste(f"'{audio}'"))  # a terminal drop arrives as a bracketed paste
+        await _attach_and_wait(app, pilot, 2)
+        bar = app.query_one(AttachmentBar)
+        labels = [str(chip.label) for chip in bar.query(".chip")]
+        assert labels[0].startswith("Image #1 160x120 · ") and labels[1].startswith("Audio #1 0:01 · ")
+        assert app.status.pending_tokens == sum(a.tokens for a in app.pending)
+        await pilot.click("#chip-0")
+        await pilot.pause()
+        assert [a.kind for a in app.pending] == ["audio"]
+        await send(app, pilot, "What is this?")
+        assert engines["optimized"].requests, [str(n.message) for n in app._notifications]
+        request = engines["optimized"].requests[-1]
+        assert list(request.multi_modal_data) == ["audio"] and not app.pending
+        stored = app.store.messages(app.conversation.chat_id)  # type: ignore[union-attr, arg-type]
+        kept = Path(stored[0].attachments[0])
+        assert kept.parent.name == "attachments" and kept.read_bytes() == audio.read_bytes()
+
+
+async def test_bad_attachment_is_refused_and_the_input_kept(tmp_path: Path) -> None:
+    app, _ = make_app(tmp_path)
+    async with app.run_test() as pilot:
+        prompt = app.query_one(PromptInput)
+        prompt.text = f"/attach {tmp_path / 'missing.png'}"
+        prompt.focus()
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: bool(app._notifications))
+        assert "no such file" in str(list(app._notifications)[-1].message)
+        assert not app.pending and not app.conversation.turns
+
+
+async def test_picker_attaches_the_chosen_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.tui.screens.file_picker import FilePickerScreen
+    from tests.media_files import image_file
+
+    image_file(tmp_path / "pic.png")
+    (tmp_path / "notes.txt").write_text("not media")
+    monkeypatch.chdir(tmp_path)
+    app, _ = make_app(tmp_path)
+    async with app.run_test() as pilot:
+        await pilot.press("ctrl+o")
+        await pilot.pause(0.5)
+        assert isinstance(app.screen, FilePickerScreen)
+        tree = app.screen.query_one("#tree")
+        names = [str(node.label) for node in tree.root.children]  # type: ignore[attr-defined]
+        assert "pic.png" in names and "notes.txt" not in names
+        app.screen.dismiss(tmp_path / "pic.png")
+        await _attach_and_wait(app, pilot, 1)
+        assert app.pending[0].kind == "image"
+
+
+def test_path_completion(tmp_path: Path) -> None:
+    from app.tui.widgets.prompt_input import complete_path, pasted_path
+
+    (tmp_path / "holiday-photo.png").write_bytes(b"x")
+    (tmp_path / "holiday-notes.txt").write_text("x")
+    assert complete_path(str(tmp_path / "hol")) == str(tmp_path / "holiday-photo.png")
+    assert pasted_path(f"file://{tmp_path}/holiday-photo.png") == tmp_path / "holiday-photo.png"
+    assert pasted_path("just some text") is None
+
+
+async def test_attachment_the_model_cannot_take_is_refused_before_sending(tmp_path: Path) -> None:
+    from tests.media_files import audio_file
+
+    audio = audio_file(tmp_path / "voice.wav", seconds=1.0)
+    app, _ = make_app(tmp_path, lambda p: FakeEngine(p, modalities=frozenset({"text", "image"})))
+    async with app.run_test() as pilot:
+        await wait_until(pilot, lambda: app.pool.state("optimized").ready)
+        app.query_one(PromptInput).post_message(PromptInput.PathPasted(audio))
+        await wait_until(pilot, lambda: len(app.pending) == 1)
+        await send(app, pilot, "Listen")
+        assert any("cannot take audio" in str(n.message) for n in app._notifications)
+        assert app.conversation.turns[0].text == "Listen", "the prompt and its attachment stay"

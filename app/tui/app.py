@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterable
+from pathlib import Path
 
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
@@ -19,8 +20,10 @@ from textual.widgets import Footer
 
 from app.tui import turns
 from app.tui.chat_actions import ChatActions
+from app.tui.screens.file_picker import FilePickerScreen
 from app.tui.screens.help import HelpScreen
 from app.tui.screens.text_prompt import TextPromptScreen
+from app.tui.widgets.attachment_bar import AttachmentBar
 from app.tui.widgets.compare_view import CompareView
 from app.tui.widgets.message_view import MessageView
 from app.tui.widgets.prompt_input import PromptInput
@@ -28,6 +31,7 @@ from app.tui.widgets.status_bar import StatusBar
 from backend.conversation import Conversation
 from backend.engine_pool import EngineFactory, EnginePool, EngineState
 from backend.errors import GemmaChatError
+from backend.media.attachment import Attachment, load_attachment
 from backend.settings import Settings
 from backend.store import ChatStore, StoreError
 
@@ -35,7 +39,7 @@ PATHS = ("optimized", "baseline")
 
 
 class GemmaChatApp(ChatActions, App[None]):
-    CSS_PATH = "app.tcss"
+    CSS_PATH = Path(__file__).with_name("app.tcss")
     TITLE = "gemma-chat"
     BINDINGS = [
         Binding("escape", "stop", "Stop", id="stop"),
@@ -49,6 +53,7 @@ class GemmaChatApp(ChatActions, App[None]):
         Binding("f9", "system_prompt", "System prompt", show=False, id="system_prompt"),
         Binding("f5", "copy_reply", "Copy reply", show=False, id="copy_reply"),
         Binding("f8", "copy_code", "Copy code", show=False, id="copy_code"),
+        Binding("ctrl+o", "attach", "Attach", id="attach"),
         Binding("f1", "help", "Help", id="help"),
         Binding("ctrl+q", "quit", "Quit", id="quit"),
     ]
@@ -61,6 +66,7 @@ class GemmaChatApp(ChatActions, App[None]):
         self.model_name = model_name
         self.compare_next = False
         self.turn_state: turns.TurnState | None = None
+        self.pending: list[Attachment] = []
         self.store = self._open_store()
         self.conversation = Conversation(self.store)
         self.status = StatusBar(id="status")
@@ -84,6 +90,7 @@ class GemmaChatApp(ChatActions, App[None]):
     def compose(self) -> ComposeResult:
         yield self.status
         yield VerticalScroll(id="messages")
+        yield AttachmentBar(id="chips")
         yield PromptInput(id="prompt")
         yield Footer()
 
@@ -129,7 +136,9 @@ class GemmaChatApp(ChatActions, App[None]):
     async def _show_chat(self, chat_id: int | None) -> None:
         self.conversation = Conversation(self.store, chat_id)
         await self.messages_view.remove_children()
-        views = [MessageView(t.role, t.text, t.path, t.metrics) for t in self.conversation.turns]
+        views = [
+            MessageView(t.role, t.text, t.path, t.metrics, t.attachments) for t in self.conversation.turns
+        ]
         await self.messages_view.mount_all(views)
         last = self.conversation.turns[-1].metrics if self.conversation.turns else None
         self.status.context_used = (last.prompt_tokens + last.generated_tokens) if last else 0
@@ -142,14 +151,56 @@ class GemmaChatApp(ChatActions, App[None]):
 
     # -- turns ---------------------------------------------------------------------------------
     async def on_prompt_input_submitted(self, message: PromptInput.Submitted) -> None:
+        if message.text.startswith("/attach "):
+            self.query_one(PromptInput).clear()
+            self.attach(Path(message.text.removeprefix("/attach ").strip()).expanduser())
+            return
         if self.turn_state is not None:
             self.notify("A reply is still streaming: press Esc to stop it first.", severity="warning")
             return
         self.turn_state = turns.TurnState()  # busy from now on: no second send, Esc has a target
         self.query_one(PromptInput).clear()
-        self.conversation.add_user(message.text)
-        await self.messages_view.mount(MessageView("user", message.text))
+        attachments, self.pending = tuple(self.pending), []
+        await self.query_one(AttachmentBar).show([])
+        self.conversation.add_user(message.text, attachments)
+        await self.messages_view.mount(MessageView("user", message.text, attachments=attachments))
         await self._start_turn()
+
+    # -- attachments ----------------------------------------------------------------------------
+    def on_prompt_input_path_pasted(self, message: PromptInput.PathPasted) -> None:
+        self.attach(message.path)
+
+    def action_attach(self) -> None:
+        def chosen(path: Path | None) -> None:
+            if path is not None:
+                self.attach(path)
+
+        self.push_screen(FilePickerScreen(Path.cwd()), chosen)
+
+    @work(thread=True, group="attach")
+    def attach(self, path: Path) -> None:
+        """Decode and check a file off the event loop; errors leave the input untouched."""
+        try:
+            attachment = load_attachment(path, self.settings.media)
+        except GemmaChatError as error:
+            self.call_from_thread(self.notify, str(error), severity="error", timeout=10)
+            return
+        self.call_from_thread(self._add_pending, attachment)
+
+    async def _add_pending(self, attachment: Attachment) -> None:
+        self.pending.append(attachment)
+        for notice in attachment.notices:
+            self.notify(notice, severity="warning")
+        await self._show_pending()
+
+    async def on_attachment_bar_removed(self, message: AttachmentBar.Removed) -> None:
+        if 0 <= message.index < len(self.pending):
+            self.pending.pop(message.index)
+            await self._show_pending()
+
+    async def _show_pending(self) -> None:
+        await self.query_one(AttachmentBar).show(self.pending)
+        self.status.pending_tokens = sum(a.tokens for a in self.pending)
 
     async def _start_turn(self) -> None:
         compare, self.compare_next = self.compare_next, False

@@ -25,6 +25,7 @@ from backend.engine import (
     TurnEvent,
 )
 from backend.errors import PromptTooLong
+from backend.media.attachment import AttachmentError
 
 if TYPE_CHECKING:
     from app.tui.app import GemmaChatApp
@@ -39,32 +40,41 @@ class TurnState:
     stopped: bool = False
 
 
-def build_request(app: GemmaChatApp, engine: Engine) -> EngineRequest:
+def build_request(app: GemmaChatApp, engine: Engine, path: str) -> EngineRequest:
+    """The request for the conversation on ``path``: checked against the model's towers and window."""
     conversation = app.conversation
+    info = app.pool.state(path).info
+    towers = info.modalities if info else frozenset({"text", "image", "audio", "video"})
+    missing = {a.kind for a in conversation.attachments()} - towers
+    if missing:
+        raise AttachmentError(
+            f"The {path} path's model cannot take {', '.join(sorted(missing))}.",
+            "Remove that attachment (start a new chat) or use a model with that tower.",
+        )
     prompt = engine.render(conversation.messages())
-    info = app.pool.state(app.path).info
+    used = prompt.token_count + conversation.attachment_tokens()
     window = info.max_model_len if info else None
     budget = app.settings.max_tokens
     if window is not None:
-        while (
-            prompt.token_count + budget > window and app.settings.trim_history and len(conversation.turns) > 1
-        ):
+        while used + budget > window and app.settings.trim_history and len(conversation.turns) > 1:
             dropped = conversation.turns.pop(0)
             app.notify(
                 f"Dropped the oldest {dropped.role} turn to fit the context window.", severity="warning"
             )
             prompt = engine.render(conversation.messages())
-        if prompt.token_count + budget > window:
+            used = prompt.token_count + conversation.attachment_tokens()
+        if used + budget > window:
             raise PromptTooLong(
-                f"This chat ({prompt.token_count} tokens) plus the reply budget ({budget}) exceeds the "
+                f"This chat ({used} tokens) plus the reply budget ({budget}) exceeds the "
                 f"context window ({window} tokens).",
                 "Start a new chat (Ctrl+N), shorten the message, or set trim_history = true.",
             )
-        budget = min(budget, window - prompt.token_count)
-    app.status.context_used = prompt.token_count
+        budget = min(budget, window - used)
+    app.status.context_used = used
     return EngineRequest(
         request_id=f"turn-{uuid.uuid4().hex[:8]}",
         prompt=prompt.text,
+        multi_modal_data=conversation.multi_modal_data(),
         sampling=SamplingSettings(max_tokens=budget),
     )
 
@@ -92,7 +102,7 @@ async def run_single(app: GemmaChatApp, state: TurnState, view: MessageView) -> 
     if not app.pool.state(path).ready:
         view.show_note(f"waiting for the {path} engine to start…")
     engine = await app.pool.ensure(path)
-    request = build_request(app, engine)
+    request = build_request(app, engine, path)
     state.engines, state.request_ids = {path: engine}, {path: request.request_id}
     async for event in engine.stream(request):
         status = await show_event(view, event)
@@ -111,7 +121,8 @@ async def run_compare(app: GemmaChatApp, state: TurnState, view: CompareView) ->
             pane.show_note("waiting for this path's engine to start…")
     baseline = await app.pool.ensure("baseline")
     optimized = await app.pool.ensure("optimized")
-    request = build_request(app, optimized)
+    build_request(app, baseline, "baseline")  # both paths must take the attachments
+    request = build_request(app, optimized, "optimized")
     state.engines = {"baseline": baseline, "optimized": optimized}
     state.request_ids = {path: f"{path}-{request.request_id}" for path in state.engines}
     async for item in compare_stream(baseline, optimized, request, lambda t: optimized.decode([t])):

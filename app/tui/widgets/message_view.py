@@ -7,6 +7,7 @@ from textual.containers import Vertical
 from textual.widgets import Label, Markdown, Sparkline, Static
 from textual.widgets.markdown import MarkdownStream
 
+from backend.media.attachment import Attachment
 from backend.metrics import TurnMetrics
 
 
@@ -37,19 +38,32 @@ class MessageView(Vertical):
     """A user message or a reply; replies stream with ``append`` and end with ``finish``."""
 
     def __init__(
-        self, role: str, text: str = "", path: str | None = None, metrics: TurnMetrics | None = None
+        self,
+        role: str,
+        text: str = "",
+        path: str | None = None,
+        metrics: TurnMetrics | None = None,
+        attachments: tuple[Attachment, ...] = (),
     ) -> None:
         super().__init__(classes=f"message {role}")
         self.role = role
         self.text = text
         self.path = path
         self.metrics = metrics
+        self.attachments = attachments
         self.status = ""
         self._stream: MarkdownStream | None = None
         self._rates: list[float] = []
 
     def compose(self) -> ComposeResult:
         yield Label("You" if self.role == "user" else f"Gemma · {self.path or ''}", classes="role")
+        if self.attachments:
+            counts: dict[str, int] = {}
+            chips = []
+            for a in self.attachments:
+                counts[a.kind] = counts.get(a.kind, 0) + 1
+                chips.append(f"[{a.kind.capitalize()} #{counts[a.kind]} {a.detail} · {a.tokens} tok]")
+            yield Label(" ".join(chips), classes="attachments", markup=False)
         yield Markdown(self.text, classes="body")
         if self.role != "user":
             yield Sparkline([], classes="spark")

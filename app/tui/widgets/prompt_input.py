@@ -2,11 +2,47 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 from textual import events
 from textual.message import Message
 from textual.widgets import TextArea
+
+from backend.media.attachment import kind_of
+
+
+def pasted_path(text: str) -> Path | None:
+    """The media file a paste names (quoted, escaped or as a file:// URL, as terminals drop them)."""
+    candidate = text.strip().strip("'\"")
+    if "\n" in candidate or not candidate:
+        return None
+    if candidate.startswith("file://"):
+        candidate = unquote(urlparse(candidate).path)
+    candidate = candidate.replace("\\ ", " ")
+    path = Path(candidate).expanduser()
+    return path if kind_of(path) is not None and path.is_file() else None
+
+
+def complete_path(partial: str) -> str:
+    """Extend ``partial`` to the longest common prefix of the matching folders and media files."""
+    typed = Path(partial).expanduser()
+    folder, stem = (typed, "") if partial.endswith("/") else (typed.parent, typed.name)
+    try:
+        names = [
+            p.name + ("/" if p.is_dir() else "")
+            for p in folder.iterdir()
+            if p.name.startswith(stem) and (p.is_dir() or kind_of(p) is not None)
+        ]
+    except OSError:
+        return partial
+    if not names:
+        return partial
+    common = os.path.commonprefix(names)  # noqa: RUF071 - a character prefix is what completes
+    head = partial[: len(partial) - len(stem)] if stem else partial
+    return head + common
 
 
 class PromptInput(TextArea):
@@ -14,16 +50,37 @@ class PromptInput(TextArea):
     class Submitted(Message):
         text: str
 
+    @dataclass
+    class PathPasted(Message):
+        """A pasted (or terminal-dropped) path to a media file: attach it instead of typing it."""
+
+        path: Path
+
     def __init__(self, **kwargs: object) -> None:
         super().__init__(soft_wrap=True, show_line_numbers=False, **kwargs)  # type: ignore[arg-type]
 
+    async def _on_paste(self, event: events.Paste) -> None:
+        path = pasted_path(event.text)
+        if path is not None:
+            event.prevent_default()
+            event.stop()
+            self.post_message(self.PathPasted(path))
+            return
+        await super()._on_paste(event)
+
     async def _on_key(self, event: events.Key) -> None:
+        current: str = self.document.text
         if event.key == "enter":
             event.prevent_default()
             event.stop()
-            text = self.text.strip()
-            if text:
-                self.post_message(self.Submitted(text))
+            if current.strip():
+                self.post_message(self.Submitted(current.strip()))
+            return
+        if event.key == "tab" and current.startswith("/attach "):
+            event.prevent_default()
+            event.stop()
+            self.load_text("/attach " + complete_path(current.removeprefix("/attach ")))
+            self.move_cursor(self.document.end)
             return
         if event.key in ("shift+enter", "ctrl+j"):
             event.prevent_default()

@@ -16,18 +16,19 @@ class StatusBar(Static):
     path: reactive[str] = reactive("optimized")
     engine: reactive[str] = reactive("starting")
     context_used: reactive[int] = reactive(0)
+    pending_tokens: reactive[int] = reactive(0)
+    """Tokens of attachments waiting in the input, shown in the gauge before sending."""
     context_window: reactive[int] = reactive(0)
     compare_next: reactive[bool] = reactive(False)
 
     def render(self) -> str:
-        window = (
-            f"{self.context_used}/{self.context_window}" if self.context_window else f"{self.context_used}/?"
-        )
+        used = self.context_used + self.pending_tokens
+        window = f"{used}/{self.context_window}" if self.context_window else f"{used}/?"
         compare = "  [b]compare next turn[/b]" if self.compare_next else ""
         parts = [
             f"[b]{self.model}[/b]",
             f"path [b]{self.path}[/b]",
             f"engine {self.engine}",
-            f"ctx {gauge(self.context_used, self.context_window)} {window}{compare}",
+            f"ctx {gauge(used, self.context_window)} {window}{compare}",
         ]
         return " │ ".join(parts)
