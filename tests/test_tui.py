@@ -372,3 +372,12 @@ async def test_attachment_the_model_cannot_take_is_refused_before_sending(tmp_pa
         await send(app, pilot, "Listen")
         assert any("cannot take audio" in str(n.message) for n in app._notifications)
         assert app.conversation.turns[0].text == "Listen", "the prompt and its attachment stay"
+
+
+async def test_eager_profile_is_the_starting_path_and_f2_leaves_it(tmp_path: Path) -> None:
+    app, engines = make_app(tmp_path, profile="eager")
+    async with app.run_test() as pilot:
+        await app.workers.wait_for_complete()
+        assert app.path == "eager" and "eager" in engines
+        await pilot.press("f2")
+        assert app.path == "optimized"

@@ -62,7 +62,7 @@ class GemmaChatApp(ChatActions, App[None]):
         super().__init__()
         self.settings = settings
         self.pool = EnginePool(engine_factory)
-        self.path: str = settings.profile if settings.profile in PATHS else "optimized"
+        self.path: str = settings.profile  # optimized, baseline or eager (diagnosis)
         self.model_name = model_name
         self.compare_next = False
         self.turn_state: turns.TurnState | None = None
@@ -246,7 +246,7 @@ class GemmaChatApp(ChatActions, App[None]):
             self.exit()
 
     def action_toggle_path(self) -> None:
-        self.path = PATHS[(PATHS.index(self.path) + 1) % len(PATHS)]
+        self.path = PATHS[(PATHS.index(self.path) + 1) % len(PATHS)] if self.path in PATHS else PATHS[0]
         self.status.path = self.path
         self.notify(f"Next turns run on the {self.path} path.")
         if not self.pool.state(self.path).ready:
