@@ -38,3 +38,41 @@ def video_file(path: Path, seconds: float = 2.0, fps: int = 10, size: tuple[int,
         for packet in stream.encode():
             container.mux(packet)
     return path
+
+
+def video_with_sound(path: Path, seconds: float = 2.0, fps: int = 8) -> Path:
+    import av
+
+    with av.open(str(path), "w") as container:
+        video = container.add_stream("mpeg4", rate=fps)
+        video.width, video.height, video.pix_fmt = 96, 64, "yuv420p"
+        sound = container.add_stream("aac", rate=16000)
+        sound.layout = "mono"
+        for index in range(int(seconds * fps)):
+            pixels = np.full((64, 96, 3), index * 10 % 255, np.uint8)
+            for packet in video.encode(av.VideoFrame.from_ndarray(pixels, format="rgb24")):
+                container.mux(packet)
+        wave = (0.3 * np.sin(2 * np.pi * 440 * np.arange(int(seconds * 16000)) / 16000)).astype(np.float32)
+        for start in range(0, len(wave), 1024):
+            frame = av.AudioFrame.from_ndarray(wave[None, start : start + 1024], format="fltp", layout="mono")
+            frame.sample_rate = 16000
+            for packet in sound.encode(frame):
+                container.mux(packet)
+        for stream in (video, sound):
+            for packet in stream.encode():
+                container.mux(packet)
+    return path
+
+
+def video_without_frames(path: Path) -> Path:
+    """An MP4 that holds only sound: no picture frames at all."""
+    import av
+
+    with av.open(str(path), "w") as container:
+        sound = container.add_stream("aac", rate=16000)
+        sound.layout = "mono"
+        frame = av.AudioFrame.from_ndarray(np.zeros((1, 1024), np.float32), format="fltp", layout="mono")
+        frame.sample_rate = 16000
+        for packet in [*sound.encode(frame), *sound.encode()]:
+            container.mux(packet)
+    return path

@@ -93,3 +93,24 @@ def test_validation_messages(tmp_path: Path) -> None:
     _refused(tmp_path / "broken.mp4", "not a readable video")
     video_file(tmp_path / "long.mp4", seconds=3.0, fps=5)
     _refused(tmp_path / "long.mp4", "over the 0.01-minute limit", MediaSettings(max_video_minutes=0.01))
+
+
+def test_video_sound_track_is_attached_when_the_setting_says_so(tmp_path: Path) -> None:
+    from backend.media.attachment import load_attachments
+    from tests.media_files import video_with_sound
+
+    path = video_with_sound(tmp_path / "talk.mp4", seconds=2.0)
+    assert [a.kind for a in load_attachments(path)] == ["video"]
+    both = load_attachments(path, MediaSettings(video_audio=True))
+    assert [a.kind for a in both] == ["video", "audio"]
+    samples, rate = both[1].payload
+    assert rate == 16000 and 1.8 < len(samples) / rate < 2.2
+
+
+def test_video_without_frames_is_refused(tmp_path: Path) -> None:
+    from tests.media_files import video_without_frames
+
+    path = video_without_frames(tmp_path / "sound-only.mp4")
+    with pytest.raises(AttachmentError) as caught:
+        load_attachment(path)
+    assert str(path) in str(caught.value) and "has no video stream" in str(caught.value)

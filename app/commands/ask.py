@@ -30,7 +30,7 @@ from backend.engine import (
 from backend.engine_factory import make_engine, resolve_model
 from backend.engine_log import capture_stderr
 from backend.errors import GemmaChatError, PromptTooLong
-from backend.media.attachment import Attachment, AttachmentError, load_attachment
+from backend.media.attachment import Attachment, AttachmentError, load_attachments
 from backend.settings import Settings, load_settings
 from backend.vllm_engine import VllmEngine
 
@@ -51,7 +51,9 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 def run_ask(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
-    attachments = [load_attachment(path, settings.media) for path in args.attach]  # before any engine
+    attachments = [
+        a for path in args.attach for a in load_attachments(path, settings.media)
+    ]  # before engines
     source = resolve_model(settings)
     missing = {a.kind for a in attachments} - source.modalities()
     if missing:

@@ -31,7 +31,7 @@ from app.tui.widgets.status_bar import StatusBar
 from backend.conversation import Conversation
 from backend.engine_pool import EngineFactory, EnginePool, EngineState
 from backend.errors import GemmaChatError
-from backend.media.attachment import Attachment, load_attachment
+from backend.media.attachment import Attachment, load_attachments
 from backend.settings import Settings
 from backend.store import ChatStore, StoreError
 
@@ -181,11 +181,12 @@ class GemmaChatApp(ChatActions, App[None]):
     def attach(self, path: Path) -> None:
         """Decode and check a file off the event loop; errors leave the input untouched."""
         try:
-            attachment = load_attachment(path, self.settings.media)
+            attachments = load_attachments(path, self.settings.media)
         except GemmaChatError as error:
             self.call_from_thread(self.notify, str(error), severity="error", timeout=10)
             return
-        self.call_from_thread(self._add_pending, attachment)
+        for attachment in attachments:
+            self.call_from_thread(self._add_pending, attachment)
 
     async def _add_pending(self, attachment: Attachment) -> None:
         self.pending.append(attachment)

@@ -99,3 +99,15 @@ def load_attachment(path_text: str | Path, limits: MediaSettings | None = None) 
     kind = check_file(path)
     loader = {"image": images.load, "audio": audio.load, "video": video.load}[kind]
     return loader(path, limits)  # type: ignore[no-any-return, operator]
+
+
+def load_attachments(path_text: str | Path, limits: MediaSettings | None = None) -> list[Attachment]:
+    """``load_attachment``, plus a video's sound track as audio when ``media.video_audio`` is on."""
+    from backend.media import video
+
+    limits = limits or MediaSettings()
+    first = load_attachment(path_text, limits)
+    if first.kind == "video" and limits.video_audio:
+        track = video.sound_track(first.path, limits)
+        return [first] if track is None else [first, track]
+    return [first]

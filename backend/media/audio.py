@@ -21,7 +21,6 @@ def duration_text(seconds: float) -> str:
 
 def _read(path: Path) -> tuple[Any, int, str]:
     """(samples [n, channels] float32, rate, detected format)."""
-    import numpy as np
     import soundfile
 
     try:
@@ -30,7 +29,13 @@ def _read(path: Path) -> tuple[Any, int, str]:
         return samples, int(rate), str(info.format)
     except (RuntimeError, soundfile.LibsndfileError):
         pass
+    return decode_with_av(path)
+
+
+def decode_with_av(path: Path) -> tuple[Any, int, str]:
+    """The first audio stream of any container PyAV reads: (samples [n, channels], rate, format)."""
     import av
+    import numpy as np
 
     try:
         with av.open(str(path)) as container:
@@ -67,6 +72,11 @@ def load(path: Path, limits: MediaSettings) -> Attachment:
             f"{path}: the content is {fmt}, which does not match its {path.suffix} extension.",
             "Rename it to its real type or re-export it.",
         )
+    return from_samples(path, samples, rate, limits)
+
+
+def from_samples(path: Path, samples: Any, rate: int, limits: MediaSettings) -> Attachment:
+    """An audio attachment from decoded samples (a file, or a video's sound track)."""
     if len(samples) == 0:
         raise AttachmentError(f"{path} has no audio samples.", "Attach a recording with sound in it.")
     mono = to_mono_16k(samples, rate)

@@ -66,3 +66,16 @@ def load(path: Path, limits: MediaSettings) -> Attachment:
         video_tokens(width, height, len(indices)),
         f"{duration_text(seconds)}, {len(indices)} frames",
     )
+
+
+def sound_track(path: Path, limits: MediaSettings) -> Attachment | None:
+    """The video's first audio stream as an audio attachment (None if it has none)."""
+    import av
+
+    from backend.media import audio
+
+    with av.open(str(path)) as container:
+        if not container.streams.audio:
+            return None
+    samples, rate, _ = audio.decode_with_av(path)
+    return audio.from_samples(path, samples, rate, limits)
