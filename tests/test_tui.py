@@ -381,3 +381,17 @@ async def test_eager_profile_is_the_starting_path_and_f2_leaves_it(tmp_path: Pat
         assert app.path == "eager" and "eager" in engines
         await pilot.press("f2")
         assert app.path == "optimized"
+
+
+def test_picker_preview_draws_the_image() -> None:
+    from PIL import Image
+
+    from app.tui.screens.file_picker import half_block_preview
+
+    image = Image.new("RGB", (64, 32), (255, 0, 0))
+    image.paste((0, 0, 255), (0, 16, 64, 32))
+    preview = half_block_preview(image, width=8)
+    lines = preview.plain.splitlines()
+    assert len(lines) == 2 and all(line == "▀" * 8 for line in lines)
+    styles = [span.style for span in preview.spans]
+    assert str(styles[0].color.triplet.hex) == "#ff0000" and str(styles[-1].bgcolor.triplet.hex) == "#0000ff"

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
+from rich.color import Color
+from rich.style import Style
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -13,6 +17,19 @@ from textual.screen import ModalScreen
 from textual.widgets import DirectoryTree, Label, Static
 
 from backend.media.attachment import AttachmentError, kind_of, load_attachment
+
+
+def half_block_preview(image: Any, width: int = 24) -> Text:
+    """A terminal picture of ``image``: each cell shows two pixels (upper half ▀ fg, lower half bg)."""
+    height = max(2, round(width * image.height / image.width / 2) * 2)
+    pixels = image.convert("RGB").resize((width, height)).load()
+    text = Text(no_wrap=True, overflow="crop")
+    for y in range(0, height, 2):
+        for x in range(width):
+            top, bottom = pixels[x, y], pixels[x, y + 1]
+            text.append("▀", style=Style(color=Color.from_rgb(*top), bgcolor=Color.from_rgb(*bottom)))
+        text.append("\n")
+    return text
 
 
 class MediaTree(DirectoryTree):
@@ -47,9 +64,12 @@ class FilePickerScreen(ModalScreen[Path | None]):
         try:
             attachment = load_attachment(path)
         except AttachmentError as error:
-            preview.update(f"[red]{error.problem}[/red]")
+            preview.update(Text(error.problem, style="red"))
             return
-        preview.update(f"[b]{attachment.kind}[/b] {attachment.detail}\n{attachment.tokens} prompt tokens")
+        summary = Text(f"{attachment.kind} · {attachment.detail}\n{attachment.tokens} prompt tokens\n\n")
+        if attachment.kind == "image":
+            summary.append_text(half_block_preview(attachment.payload))
+        preview.update(summary)
 
     def action_cancel(self) -> None:
         self.dismiss(None)
