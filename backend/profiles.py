@@ -32,7 +32,6 @@ class EngineProfile:
     speculation: Literal["none", "mtp", "ngram"] = "none"
     num_speculative_tokens: int = 0
     enforce_eager: bool = False
-    cpu_use_all_cores: bool = False
 
     def __post_init__(self) -> None:
         if self.speculation == "none" and self.num_speculative_tokens:
@@ -161,7 +160,7 @@ def engine_config(
         spec, why = speculative
         args["speculative_config"] = Argument(spec, why)
         args["per_request_spec_decode_metrics"] = Argument("summary", "drafted/accepted per reply")
-    if not gpu and profile.name == "optimized" and (profile.cpu_use_all_cores or settings.cpu_all_cores):
+    if not gpu and profile.name == "optimized" and settings.cpu_all_cores:
         env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = Argument(
             0,
             "run the model on every core (opt-in: faster, but in bfloat16 it changed greedy tokens "

@@ -168,15 +168,16 @@ class VllmEngine:
         else:
             yield Finished(rid, "".join(text), tuple(token_ids), metrics, finish_reason)
 
-    def render(self, messages: list[ChatMessage]) -> RenderedPrompt:
+    def _prompt_renderer(self) -> PromptRenderer:
         if self._renderer is None:
             self._renderer = PromptRenderer.for_model(str(self.source.path))
-        return self._renderer.render(messages)
+        return self._renderer
+
+    def render(self, messages: list[ChatMessage]) -> RenderedPrompt:
+        return self._prompt_renderer().render(messages)
 
     def decode(self, token_ids: list[int]) -> str:
-        if self._renderer is None:
-            self._renderer = PromptRenderer.for_model(str(self.source.path))
-        return str(self._renderer.tokenizer.decode(token_ids))
+        return str(self._prompt_renderer().tokenizer.decode(token_ids))
 
     async def abort(self, request_id: str) -> None:
         if self._llm is None:

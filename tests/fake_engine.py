@@ -24,6 +24,7 @@ from backend.engine import (
     TurnEvent,
 )
 from backend.metrics import TurnMetrics
+from backend.vllm_engine import DEAD_MESSAGE
 
 
 @dataclass
@@ -65,7 +66,7 @@ class FakeEngine:
         rid = request.request_id
         yield Started(rid)
         if self.die_on_turn:
-            yield Failed(rid, "The engine process stopped unexpectedly; restart the engine to continue.")
+            yield Failed(rid, DEAD_MESSAGE)
             return
         words = self.reply.split(" ")[: request.sampling.max_tokens]
         text, ids = "", list[int]()

@@ -135,11 +135,7 @@ class GemmaChatApp(ChatActions, App[None]):
 
     async def _show_chat(self, chat_id: int | None) -> None:
         self.conversation = Conversation(self.store, chat_id)
-        await self.messages_view.remove_children()
-        views = [
-            MessageView(t.role, t.text, t.path, t.metrics, t.attachments) for t in self.conversation.turns
-        ]
-        await self.messages_view.mount_all(views)
+        await self._show_chat_turns()
         last = self.conversation.turns[-1].metrics if self.conversation.turns else None
         self.status.context_used = (last.prompt_tokens + last.generated_tokens) if last else 0
         self.sub_title = self.conversation.title
@@ -288,7 +284,7 @@ class GemmaChatApp(ChatActions, App[None]):
     async def _show_chat_turns(self) -> None:
         await self.messages_view.remove_children()
         await self.messages_view.mount_all(
-            [MessageView(t.role, t.text, t.path, t.metrics) for t in self.conversation.turns]
+            [MessageView(t.role, t.text, t.path, t.metrics, t.attachments) for t in self.conversation.turns]
         )
 
     def action_help(self) -> None:

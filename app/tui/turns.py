@@ -26,6 +26,7 @@ from backend.engine import (
 )
 from backend.errors import PromptTooLong
 from backend.media.attachment import AttachmentError
+from backend.vllm_engine import DEAD_MESSAGE
 
 if TYPE_CHECKING:
     from app.tui.app import GemmaChatApp
@@ -106,7 +107,7 @@ async def run_single(app: GemmaChatApp, state: TurnState, view: MessageView) -> 
     state.engines, state.request_ids = {path: engine}, {path: request.request_id}
     async for event in engine.stream(request):
         status = await show_event(view, event)
-        if isinstance(event, Failed) and "engine process stopped" in event.message:
+        if isinstance(event, Failed) and event.message == DEAD_MESSAGE:
             await app.pool.discard(path, event.message)
         if status is not None:
             if status != "failed" or view.text:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from backend.media.attachment import IMAGE_EXTENSIONS, Attachment, AttachmentError, check_file, sha256_of
+from backend.media.attachment import IMAGE_EXTENSIONS, Attachment, AttachmentError, sha256_of
 from backend.media.costs import image_tokens
 from backend.settings import MediaSettings
 
@@ -37,10 +36,3 @@ def load(path: Path, limits: MediaSettings) -> Attachment:
         )
     width, height = rgb.size
     return Attachment("image", path, sha256_of(path), rgb, image_tokens(width, height), f"{width}x{height}")
-
-
-def load_image(path_text: str | Path) -> Any:
-    """The image at ``path_text`` as an RGB ``PIL.Image`` (validated), for callers that need only pixels."""
-    path = Path(path_text).expanduser()
-    check_file(path)
-    return load(path, MediaSettings()).payload
