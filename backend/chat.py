@@ -16,10 +16,14 @@ class ChatMessage:
     media: tuple[MediaKind, ...] = ()
     """Kinds of the attachments of this message, in order (their placeholders come first)."""
     tool_calls: tuple[dict[str, Any], ...] = ()
+    """OpenAI-style calls of an assistant message: ``{"type": "function", "function": {name, arguments}}``."""
     name: str | None = None
+    """The tool's name, for a ``tool`` message."""
+    data: Any = None
+    """A ``tool`` message's structured response (rendered instead of ``text`` when set)."""
 
     def template_dict(self) -> dict[str, Any]:
-        content: Any = self.text
+        content: Any = self.data if self.role == "tool" and self.data is not None else self.text
         if self.media:
             content = [{"type": kind} for kind in self.media] + [{"type": "text", "text": self.text}]
         message: dict[str, Any] = {"role": self.role, "content": content}
@@ -51,10 +55,13 @@ class PromptRenderer:
 
         return cls(tokenizer=AutoTokenizer.from_pretrained(model_dir))
 
-    def render(self, messages: list[ChatMessage]) -> RenderedPrompt:
+    def render(
+        self, messages: list[ChatMessage], tools: list[dict[str, Any]] | None = None
+    ) -> RenderedPrompt:
+        """The prompt for ``messages``; ``tools`` (declarations) override the renderer's own."""
         text = self.tokenizer.apply_chat_template(
             [message.template_dict() for message in messages],
-            tools=self.tools or None,
+            tools=(tools if tools is not None else self.tools) or None,
             tokenize=False,
             add_generation_prompt=True,
         )

@@ -46,6 +46,8 @@ class EngineRequest:
     multi_modal_data: dict[str, Any] = field(default_factory=dict)
     mm_processor_kwargs: dict[str, Any] = field(default_factory=dict)
     sampling: SamplingSettings = field(default_factory=SamplingSettings)
+    extra_args: dict[str, Any] = field(default_factory=dict)
+    """Passed to vLLM's ``SamplingParams.extra_args`` (read by custom logits processors)."""
 
 
 @dataclass(frozen=True)
@@ -114,8 +116,11 @@ class Engine(Protocol):
 
     async def shutdown(self) -> None: ...
 
-    def render(self, messages: list[ChatMessage]) -> RenderedPrompt:
-        """The prompt for ``messages`` in the model's chat template (after ``start``)."""
+    def render(
+        self, messages: list[ChatMessage], tools: list[dict[str, Any]] | None = None
+    ) -> RenderedPrompt:
+        """The prompt for ``messages`` in the model's chat template (after ``start``), with
+        ``tools`` (OpenAI-style declarations) declared in the system turn."""
         ...
 
     def decode(self, token_ids: list[int]) -> str:

@@ -6,6 +6,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 from backend import paths
 from backend.chat import ChatMessage, RenderedPrompt
@@ -65,8 +66,10 @@ class DeferredEngine:
         if self.inner is not None:
             await self.inner.shutdown()
 
-    def render(self, messages: list[ChatMessage]) -> RenderedPrompt:
-        return self._engine().render(messages)
+    def render(
+        self, messages: list[ChatMessage], tools: list[dict[str, Any]] | None = None
+    ) -> RenderedPrompt:
+        return self._engine().render(messages, tools)
 
     def decode(self, token_ids: list[int]) -> str:
         return self._engine().decode(token_ids)

@@ -112,3 +112,32 @@ def _with_speculation(metrics: TurnMetrics, spec: Any) -> TurnMetrics:
         accepted_tokens=accepted,
         mean_acceptance_length=1 + accepted / steps if steps else None,
     )
+
+
+def combine_metrics(steps: list[TurnMetrics]) -> TurnMetrics:
+    """One turn's figures from its model steps (a tool-calling turn generates several times).
+
+    Time to first token is the first step's; decode tok/s pools every step's decode time;
+    end-to-end is the model's time only (tool time is counted separately by the caller).
+    """
+    if not steps:
+        return TurnMetrics()
+    if len(steps) == 1:
+        return steps[0]
+    decode_tokens = sum(max(m.generated_tokens - 1, 0) for m in steps if m.decode_tokens_per_s)
+    decode_s = sum((m.generated_tokens - 1) / m.decode_tokens_per_s for m in steps if m.decode_tokens_per_s)
+    e2e = [m.e2e_s for m in steps if m.e2e_s is not None]
+    drafted = [m.drafted_tokens for m in steps if m.drafted_tokens is not None]
+    accepted = [m.accepted_tokens for m in steps if m.accepted_tokens is not None]
+    last = steps[-1]
+    return replace(
+        last,
+        generated_tokens=sum(m.generated_tokens for m in steps),
+        ttft_s=steps[0].ttft_s,
+        prefill_tokens_per_s=steps[0].prefill_tokens_per_s,
+        decode_tokens_per_s=decode_tokens / decode_s if decode_s > 0 else None,
+        e2e_s=sum(e2e) if e2e else None,
+        drafted_tokens=sum(drafted) if drafted else None,
+        accepted_tokens=sum(accepted) if accepted else None,
+        mean_acceptance_length=last.mean_acceptance_length,
+    )

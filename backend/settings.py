@@ -52,6 +52,21 @@ class MediaSettings(BaseModel):
     """Also attach a video's sound track as audio (Gemma 4 hears it; 25 tokens a second, 30 s at most)."""
 
 
+class ToolSettings(BaseModel):
+    """Tool calling (built-ins and ``gemma_chat.tools`` plug-ins)."""
+
+    enabled: bool = True
+    """Declare the tools to the model (off: plain chat)."""
+    allowed_dirs: list[str] = Field(default_factory=lambda: ["."])
+    """Directories read_file and list_directory may read ("." = where gemma-chat was started)."""
+    approval: Literal["side-effects", "every-call", "never"] = "side-effects"
+    """Ask before running: tools with side effects (default), every call, or never."""
+    max_steps: int = Field(default=5, ge=1, le=20)
+    """Model steps per turn (each may call tools) before the loop stops."""
+    max_result_chars: int = Field(default=4000, ge=100)
+    """A tool result longer than this is cut before the model reads it."""
+
+
 def default_max_model_len(total_memory_bytes: int | None = None) -> int:
     """A context window that fits beside the model in this machine's memory (both engines)."""
     if total_memory_bytes is None:
@@ -83,6 +98,7 @@ class Settings(BaseSettings):
     """The engine path for new turns."""
     engine: EngineSettings = Field(default_factory=EngineSettings)
     media: MediaSettings = Field(default_factory=MediaSettings)
+    tools: ToolSettings = Field(default_factory=ToolSettings)
     max_tokens: int = Field(default=1024, ge=1)
     """Reply budget in tokens for chat turns."""
     trim_history: bool = False

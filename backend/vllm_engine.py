@@ -56,6 +56,7 @@ def _sampling_params(request: EngineRequest) -> Any:
         skip_special_tokens=False,
         spaces_between_special_tokens=False,
         output_kind=RequestOutputKind.DELTA,
+        extra_args=dict(request.extra_args) or None,
     )
 
 
@@ -173,8 +174,10 @@ class VllmEngine:
             self._renderer = PromptRenderer.for_model(str(self.source.path))
         return self._renderer
 
-    def render(self, messages: list[ChatMessage]) -> RenderedPrompt:
-        return self._prompt_renderer().render(messages)
+    def render(
+        self, messages: list[ChatMessage], tools: list[dict[str, Any]] | None = None
+    ) -> RenderedPrompt:
+        return self._prompt_renderer().render(messages, tools)
 
     def decode(self, token_ids: list[int]) -> str:
         return str(self._prompt_renderer().tokenizer.decode(token_ids))

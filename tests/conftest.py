@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from backend.checkpoints import GeneratedCheckpoint, make_checkpoint
 from backend.model_source import ModelSource, resolve
-from backend.profiles import EngineProfile, engine_config
+from backend.profiles import Argument, EngineProfile, engine_config
 from backend.settings import EngineSettings
 from backend.vllm_engine import VllmEngine
 
@@ -44,13 +45,20 @@ def tiny_source(tiny: GeneratedCheckpoint) -> ModelSource:
 
 @pytest.fixture(scope="session")
 async def eager_engine(tiny_source: ModelSource, gemma_home: Path) -> AsyncIterator[VllmEngine]:
-    engine = await _started(EngineProfile.eager(), tiny_source, gemma_home)
+    """The eager path, with the tests' forced-output logits processor loaded (a no-op for requests
+    that do not ask for it): tool-loop tests force tool-call text through it."""
+    forced = Argument(["tests.forced_output:ForcedOutput"], "tests: force a request's output tokens")
+    engine = await _started(EngineProfile.eager(), tiny_source, gemma_home, {"logits_processors": forced})
     yield engine
     await engine.shutdown()
 
 
-async def _started(profile: EngineProfile, source: ModelSource, home: Path) -> VllmEngine:
+async def _started(
+    profile: EngineProfile, source: ModelSource, home: Path, extra: dict[str, Argument] | None = None
+) -> VllmEngine:
     config = engine_config(profile, source, TEST_ENGINE)
+    if extra:
+        config = replace(config, args={**config.args, **extra})
     engine = VllmEngine(source, config, log_path=home / "logs" / f"{profile.name}-engine.log")
     await engine.start()
     return engine

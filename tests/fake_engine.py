@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from backend.chat import ChatMessage, RenderedPrompt
 from backend.engine import (
@@ -40,6 +41,8 @@ class FakeEngine:
     started: bool = False
     aborted: set[str] = field(default_factory=set)
     requests: list[EngineRequest] = field(default_factory=list)
+    script: list[str] = field(default_factory=list)
+    """Replies for the next turns, in order (then ``reply``): tool-call flows script the model."""
 
     async def start(self, progress: ProgressCallback | None = None) -> EngineInfo:
         if progress:
@@ -54,8 +57,11 @@ class FakeEngine:
             f"fake-{self.profile}", self.max_model_len, self.modalities, {"profile": self.profile}
         )
 
-    def render(self, messages: list[ChatMessage]) -> RenderedPrompt:
-        text = "".join(f"<{m.role}>{m.text}" for m in messages)
+    def render(
+        self, messages: list[ChatMessage], tools: list[dict[str, Any]] | None = None
+    ) -> RenderedPrompt:
+        declared = "".join(f"<tool:{t['function']['name']}>" for t in tools or [])
+        text = declared + "".join(f"<{m.role}>{m.text}{m.data or ''}" for m in messages)
         return RenderedPrompt(text=text, token_count=len(text.split()) + 2)
 
     def decode(self, token_ids: list[int]) -> str:
@@ -68,7 +74,8 @@ class FakeEngine:
         if self.die_on_turn:
             yield Failed(rid, DEAD_MESSAGE)
             return
-        words = self.reply.split(" ")[: request.sampling.max_tokens]
+        reply = self.script.pop(0) if self.script else self.reply
+        words = reply.split(" ")[: request.sampling.max_tokens]
         text, ids = "", list[int]()
         for index, word in enumerate(words):
             await asyncio.sleep(self.delay_s)

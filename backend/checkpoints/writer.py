@@ -80,25 +80,29 @@ def model_config(size: CheckpointSize) -> Any:
         subsampling_conv_channels=[128, size.audio.conv_channels],  # [0] must be the 128 mel bins
         output_proj_dims=size.text.hidden_size,
     )
-    special_ids: dict[str, Any] = {
-        "pad_token_id": TOKEN_ID["<pad>"],
-        "bos_token_id": TOKEN_ID["<bos>"],
-        "eos_token_id": list(STOP_TOKEN_IDS),
-    }
     return Gemma4Config(
         text_config=Gemma4TextConfig(**text_config_kwargs(size.text)),
         vision_config=vision,
         audio_config=audio,
-        boi_token_id=TOKEN_ID["<|image>"],
-        eoi_token_id=TOKEN_ID["<image|>"],
-        image_token_id=TOKEN_ID["<|image|>"],
-        video_token_id=TOKEN_ID["<|video|>"],
-        boa_token_id=TOKEN_ID["<|audio>"],
-        eoa_token_index=TOKEN_ID["<audio|>"],
-        audio_token_id=TOKEN_ID["<|audio|>"],
         tie_word_embeddings=True,
-        **special_ids,
+        **config_token_ids(),
     )
+
+
+def config_token_ids() -> dict[str, Any]:
+    """The top-level ``Gemma4Config`` token ids of our tokenizer (vLLM matches them against it)."""
+    return {
+        "boi_token_id": TOKEN_ID["<|image>"],
+        "eoi_token_id": TOKEN_ID["<image|>"],
+        "image_token_id": TOKEN_ID["<|image|>"],
+        "video_token_id": TOKEN_ID["<|video|>"],
+        "boa_token_id": TOKEN_ID["<|audio>"],
+        "eoa_token_index": TOKEN_ID["<audio|>"],
+        "audio_token_id": TOKEN_ID["<|audio|>"],
+        "pad_token_id": TOKEN_ID["<pad>"],
+        "bos_token_id": TOKEN_ID["<bos>"],
+        "eos_token_id": list(STOP_TOKEN_IDS),
+    }
 
 
 def drafter_config(size: CheckpointSize) -> Any:
@@ -129,7 +133,8 @@ def drafter_config(size: CheckpointSize) -> Any:
     )
 
 
-def _generation_config(out: Path) -> None:
+def write_generation_config(out: Path) -> None:
+    """Write ``generation_config.json``: greedy by default, stopping on our tokenizer's stop ids."""
     config = {
         "bos_token_id": TOKEN_ID["<bos>"],
         "pad_token_id": TOKEN_ID["<pad>"],
@@ -139,7 +144,8 @@ def _generation_config(out: Path) -> None:
     (out / "generation_config.json").write_text(json.dumps(config, indent=2) + "\n")
 
 
-def _processor_configs(out: Path) -> None:
+def write_processor_config(out: Path) -> None:
+    """Write ``processor_config.json`` for ``Gemma4Processor`` (image, audio and video settings)."""
     processor = {
         "processor_class": "Gemma4Processor",
         "image_seq_length": IMAGE_SOFT_TOKENS,
@@ -200,8 +206,8 @@ def make_checkpoint(out: Path, size: str | CheckpointSize = "tiny", seed: int = 
 
     for directory in (model_dir, drafter_dir):
         write_tokenizer(directory, shape.text.vocab_size, shape.text.max_position_embeddings)
-        _generation_config(directory)
-    _processor_configs(model_dir)
+        write_generation_config(directory)
+    write_processor_config(model_dir)
     manifest = {"generator": "gemma-chat make-model", "size": shape.name, "seed": seed, "named": NAMED_TOKENS}
     (out / "gemma-chat-checkpoint.json").write_text(json.dumps(manifest, indent=2) + "\n")
     return GeneratedCheckpoint(model=model_dir, drafter=drafter_dir)

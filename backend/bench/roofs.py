@@ -1,0 +1,143 @@
+"""This machine's ceilings (matmul FLOP/s, memory bandwidth) and the token rates they allow.
+
+A decode step multiplies every weight once (``ModelCosts.flops_per_token``) and, at one
+request, reads every weight from memory once (``ModelCosts.weight_bytes_per_token``). So
+``compute_roof_tokens_per_s`` bounds aggregate throughput at any batch size, and
+``bandwidth_roof_tokens_per_s`` bounds a single request's decode rate (a batch of B shares one
+weight read, so its bound is B times that). Attention over the KV cache is extra on top.
+
+Threads: vLLM's CPU build runs the model on all cores but one by default (on a 2-vCPU machine,
+one thread), so callers pass the thread count the engine will really use. Measurements change
+``torch.set_num_threads`` only for their duration.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from backend.bench.costs import ModelCosts, model_costs
+
+__all__ = [
+    "ModelCosts",
+    "Roofs",
+    "bandwidth_roof_tokens_per_s",
+    "compute_roof_tokens_per_s",
+    "decode_roof_tokens_per_s",
+    "measure_matmul_flops",
+    "measure_memory_bandwidth",
+    "measure_roofs",
+    "model_costs",
+]
+
+
+@dataclass(frozen=True)
+class Roofs:
+    flops_per_s: float
+    bytes_per_s: float
+    threads: int
+    dtype: str
+    device: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@contextmanager
+def torch_threads(threads: int | None) -> Iterator[int]:
+    """Run the block with ``threads`` intra-op threads (None: unchanged); yield the count in use."""
+    import torch
+
+    before = torch.get_num_threads()
+    if threads is not None:
+        if threads < 1:
+            raise ValueError(f"threads must be at least 1, got {threads}")
+        torch.set_num_threads(threads)
+    try:
+        yield torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
+
+
+def measure_matmul_flops(
+    dtype: str = "bfloat16",
+    size: int = 2048,
+    threads: int | None = None,
+    seconds: float = 1.5,
+    device: str = "cpu",
+) -> float:
+    """FLOP/s of a ``size`` x ``size`` matmul (2 * size**3 per product), warm-up excluded."""
+    import torch
+
+    generator = torch.Generator(device=device).manual_seed(0)
+    a = torch.randn(size, size, generator=generator, device=device).to(getattr(torch, dtype))
+    b = torch.randn(size, size, generator=generator, device=device).to(getattr(torch, dtype))
+    out = torch.empty_like(a)
+    with torch_threads(threads):
+        iterations, elapsed = _timed_loop(lambda: torch.matmul(a, b, out=out), seconds, device)
+    return 2.0 * size**3 * iterations / elapsed
+
+
+def measure_memory_bandwidth(
+    threads: int | None = None, mib: int = 512, seconds: float = 1.5, device: str = "cpu"
+) -> float:
+    """Bytes/s of copying a ``mib`` MiB tensor into another, counting the bytes read and written."""
+    import torch
+
+    source = torch.ones(mib * 2**20 // 4, dtype=torch.float32, device=device)
+    target = torch.empty_like(source)
+    with torch_threads(threads):
+        iterations, elapsed = _timed_loop(lambda: target.copy_(source), seconds, device)
+    return 2.0 * source.numel() * source.element_size() * iterations / elapsed
+
+
+def measure_roofs(
+    dtype: str = "bfloat16", threads: int | None = None, device: str = "cpu", seconds: float = 1.5
+) -> Roofs:
+    """Both ceilings with the same thread count (None: torch's current count)."""
+    with torch_threads(threads) as used:
+        flops = measure_matmul_flops(dtype, threads=used, seconds=seconds, device=device)
+        bandwidth = measure_memory_bandwidth(threads=used, seconds=seconds, device=device)
+    return Roofs(flops_per_s=flops, bytes_per_s=bandwidth, threads=used, dtype=dtype, device=device)
+
+
+def compute_roof_tokens_per_s(costs: ModelCosts, roofs: Roofs) -> float:
+    """Tokens/s if the matmuls ran at the measured FLOP/s (any batch size)."""
+    return roofs.flops_per_s / costs.flops_per_token
+
+
+def bandwidth_roof_tokens_per_s(costs: ModelCosts, roofs: Roofs) -> float:
+    """Decode steps/s if each step only had to read the weights once (one request's tokens/s)."""
+    return roofs.bytes_per_s / costs.weight_bytes_per_token
+
+
+def decode_roof_tokens_per_s(costs: ModelCosts, roofs: Roofs, batch_size: int) -> float:
+    """Aggregate decode tokens/s at ``batch_size`` requests: the lower of the two roofs."""
+    return min(
+        compute_roof_tokens_per_s(costs, roofs), batch_size * bandwidth_roof_tokens_per_s(costs, roofs)
+    )
+
+
+def _timed_loop(step: Callable[[], object], seconds: float, device: str) -> tuple[int, float]:
+    """Run ``step`` twice as warm-up, then repeatedly for about ``seconds``: (iterations, elapsed)."""
+    import torch
+
+    def sync() -> None:
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    for _ in range(2):
+        step()
+    sync()
+    iterations, start = 0, time.perf_counter()
+    while True:
+        step()
+        iterations += 1
+        if iterations % 32 == 0 or not device.startswith("cuda"):
+            sync()
+            elapsed = time.perf_counter() - start
+            if elapsed >= seconds:
+                return iterations, elapsed

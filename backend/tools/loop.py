@@ -1,0 +1,171 @@
+"""A turn with tools: generate, run the calls the reply asks for, feed the results back, repeat —
+until the model answers without calling, the step limit is reached, or the user cancels.
+
+``ToolTurn.run()`` yields the engine's events of every step (so the reply streams as usual) and
+``ToolEvent`` values around each call; it ends with exactly one ``Finished`` / ``Cancelled`` /
+``Failed`` whose text is everything the user should read and whose token ids are the model's
+tokens of all steps (what compare mode's parity verdict compares). Afterwards ``records`` is
+the timeline and ``transcript`` the messages to keep in the history (calls and responses).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from backend.chat import ChatMessage
+from backend.engine import Cancelled, Engine, EngineRequest, Failed, Finished, TurnEvent
+from backend.metrics import TurnMetrics, combine_metrics
+from backend.tools.gemma_format import ParsedOutput, parse_output
+from backend.tools.runner import ToolRecord, ToolRunner
+from backend.tools.spec import ToolCall
+
+RequestBuilder = Callable[[list[ChatMessage], list[dict[str, Any]]], EngineRequest]
+"""Turns the messages so far (and the tool declarations) into the next step's request."""
+
+
+@dataclass(frozen=True)
+class ToolStarted:
+    step: int
+    index: int
+    call: ToolCall
+
+
+@dataclass(frozen=True)
+class ToolFinished:
+    index: int
+    record: ToolRecord
+
+
+@dataclass(frozen=True)
+class StepLimitReached:
+    steps: int
+
+
+ToolEvent = ToolStarted | ToolFinished | StepLimitReached
+
+
+@dataclass
+class ToolTurn:
+    engine: Engine
+    runner: ToolRunner
+    messages: list[ChatMessage]
+    build_request: RequestBuilder
+    max_steps: int = 5
+    max_result_chars: int = 4000
+    cache: dict[str, ToolRecord] | None = None
+    """Shared between the two paths of a comparison, so each distinct call runs once."""
+    records: list[ToolRecord] = field(default_factory=list)
+    transcript: list[ChatMessage] = field(default_factory=list)
+    request_id: str | None = None
+    """The request streaming now (``abort`` it to stop the model)."""
+    tool_seconds: float = 0.0
+    cancelled: bool = False
+
+    def cancel(self) -> None:
+        """Stop at the next boundary (the caller also aborts ``request_id`` to stop the model now)."""
+        self.cancelled = True
+
+    async def run(self) -> AsyncIterator[TurnEvent | ToolEvent]:
+        declarations = self.runner.registry.declarations()
+        shown: list[str] = []
+        token_ids: list[int] = []
+        step_metrics: list[TurnMetrics] = []
+        first_id = ""
+        for step in range(1, self.max_steps + 1):
+            request = self.build_request(self.messages + self.transcript, declarations)
+            self.request_id = request.request_id
+            first_id = first_id or request.request_id
+            final: Finished | Cancelled | Failed | None = None
+            async for event in self.engine.stream(request):
+                if isinstance(event, Finished | Cancelled | Failed):
+                    final = event
+                else:
+                    yield event
+            if isinstance(final, Failed) or final is None:
+                yield final or Failed(first_id, "The engine ended the turn without a result.")
+                return
+            token_ids.extend(final.token_ids)
+            step_metrics.append(final.metrics)
+            parsed = parse_output(final.text)
+            if parsed.content:
+                shown.append(parsed.content)
+            if isinstance(final, Cancelled) or self.cancelled:
+                yield Cancelled(first_id, _joined(shown), tuple(token_ids), combine_metrics(step_metrics))
+                return
+            if not parsed.calls:
+                metrics = combine_metrics(step_metrics)
+                yield Finished(first_id, _joined(shown), tuple(token_ids), metrics, final.finish_reason)
+                return
+            async for tool_event in self._run_calls(step, parsed):
+                yield tool_event
+            if self.cancelled:
+                yield Cancelled(first_id, _joined(shown), tuple(token_ids), combine_metrics(step_metrics))
+                return
+        yield StepLimitReached(self.max_steps)
+        shown.append(f"(stopped after {self.max_steps} tool steps: the step limit)")
+        yield Finished(
+            first_id, _joined(shown), tuple(token_ids), combine_metrics(step_metrics), "tool_steps"
+        )
+
+    async def _run_calls(self, step: int, parsed: ParsedOutput) -> AsyncIterator[ToolEvent]:
+        calls = [
+            {"type": "function", "function": {"name": c.name or "unknown", "arguments": c.arguments}}
+            for c in parsed.calls
+        ]
+        self.transcript.append(ChatMessage("assistant", parsed.content, tool_calls=tuple(calls)))
+        for call in parsed.calls:
+            index = len(self.records)
+            yield ToolStarted(step, index, call)
+            started = time.perf_counter()
+            if self.cancelled:
+                record = ToolRecord(
+                    step, call.name, call.arguments, "cancelled", message="stopped by the user"
+                )
+            else:
+                record = await self._run_one(call, step)
+            self.tool_seconds += 0.0 if record.reused else time.perf_counter() - started
+            self.records.append(record)
+            yield ToolFinished(index, record)
+            response = record.response(self.max_result_chars)
+            self.transcript.append(ChatMessage("tool", "", name=record.name, data=response))
+
+    async def _run_one(self, call: ToolCall, step: int) -> ToolRecord:
+        import asyncio
+
+        try:
+            return await self.runner.run(call, step, self.cache)
+        except asyncio.CancelledError:
+            self.cancelled = True
+            return ToolRecord(step, call.name, call.arguments, "cancelled", message="stopped by the user")
+
+
+def _joined(parts: list[str]) -> str:
+    return "\n\n".join(p for p in parts if p)
+
+
+def new_request_id(prefix: str = "turn") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def transcript_to_json(messages: list[ChatMessage]) -> list[dict[str, Any]]:
+    return [
+        {"role": m.role, "text": m.text, "tool_calls": list(m.tool_calls), "name": m.name, "data": m.data}
+        for m in messages
+    ]
+
+
+def transcript_from_json(items: list[dict[str, Any]]) -> list[ChatMessage]:
+    return [
+        ChatMessage(
+            item.get("role", "assistant"),
+            str(item.get("text", "")),
+            tool_calls=tuple(item.get("tool_calls") or ()),
+            name=item.get("name"),
+            data=item.get("data"),
+        )
+        for item in items
+    ]

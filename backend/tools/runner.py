@@ -1,0 +1,171 @@
+"""Running one tool call: look the tool up, validate its arguments, ask for approval when the
+policy says so, run it in a thread with its timeout, and record what happened.
+
+Every outcome — success, unknown tool, invalid arguments, malformed call text, denial, an
+exception, a timeout, a cancel — becomes a ``ToolRecord``; its ``response()`` is what the model
+reads next, so it can correct itself. Nothing here raises for a bad call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from pydantic_core import to_jsonable_python
+
+from backend.tools.registry import ToolRegistry
+from backend.tools.spec import Tool, ToolArgumentsError, ToolCall
+
+Status = Literal[
+    "ok", "error", "denied", "unknown_tool", "invalid_arguments", "malformed", "timeout", "cancelled"
+]
+Decision = Literal["once", "always", "deny"]
+ApprovalPolicy = Literal["side-effects", "every-call", "never"]
+Approver = Callable[[ToolCall, Tool], Awaitable[Decision]]
+
+
+@dataclass(frozen=True)
+class ToolRecord:
+    """One call in a turn's timeline."""
+
+    step: int
+    name: str
+    arguments: dict[str, Any]
+    status: Status
+    result: Any = None
+    message: str = ""
+    duration_s: float = 0.0
+    reused: bool = False
+    """True when the result came from the comparison's other path (the tool ran once)."""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def response(self, max_chars: int = 4000) -> dict[str, Any]:
+        """What the model reads back (the chat template renders it as a tool response)."""
+        if not self.ok:
+            return {"error": self.message}
+        text = json.dumps(self.result, ensure_ascii=False)
+        if len(text) > max_chars:
+            return {"result": text[:max_chars], "truncated": True}
+        return {"result": self.result}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "name": self.name,
+            "arguments": self.arguments,
+            "status": self.status,
+            "result": self.result,
+            "message": self.message,
+            "duration_s": round(self.duration_s, 4),
+            "reused": self.reused,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ToolRecord:
+        return cls(
+            step=int(data.get("step", 0)),
+            name=str(data.get("name", "")),
+            arguments=dict(data.get("arguments") or {}),
+            status=data.get("status", "error"),
+            result=data.get("result"),
+            message=str(data.get("message", "")),
+            duration_s=float(data.get("duration_s", 0.0)),
+            reused=bool(data.get("reused", False)),
+        )
+
+
+def call_key(name: str, arguments: dict[str, Any]) -> str:
+    return f"{name}:{json.dumps(arguments, sort_keys=True, default=str)}"
+
+
+@dataclass
+class ToolRunner:
+    """Runs calls for one chat: remembers "always for this chat" approvals."""
+
+    registry: ToolRegistry
+    policy: ApprovalPolicy = "side-effects"
+    approver: Approver | None = None
+    always_allowed: set[str] = field(default_factory=set)
+
+    def needs_approval(self, tool: Tool) -> bool:
+        if self.policy == "never" or tool.name in self.always_allowed:
+            return False
+        return self.policy == "every-call" or tool.side_effects
+
+    async def run(self, call: ToolCall, step: int, cache: dict[str, ToolRecord] | None = None) -> ToolRecord:
+        started = time.perf_counter()
+        record = await self._run(call, step, cache)
+        if record.reused:
+            return record
+        return replace(record, duration_s=time.perf_counter() - started)
+
+    async def _run(self, call: ToolCall, step: int, cache: dict[str, ToolRecord] | None) -> ToolRecord:
+        if call.error:
+            return ToolRecord(step, call.name or "?", {}, "malformed", message=call.error)
+        tool = self.registry.get(call.name)
+        if tool is None:
+            known = ", ".join(sorted(self.registry.tools)) or "none"
+            return ToolRecord(
+                step,
+                call.name,
+                call.arguments,
+                "unknown_tool",
+                message=f"there is no tool named {call.name!r} (tools: {known})",
+            )
+        try:
+            arguments = tool.validate(call.arguments)
+        except ToolArgumentsError as error:
+            return ToolRecord(step, call.name, call.arguments, "invalid_arguments", message=str(error))
+        key = call_key(tool.name, arguments)
+        if cache is not None and key in cache:
+            return replace(cache[key], step=step, reused=True)
+        if self.needs_approval(tool):
+            decision = await self._ask(call, tool)
+            if decision == "deny":
+                return ToolRecord(
+                    step, tool.name, arguments, "denied", message=f"the user did not allow {tool.name} to run"
+                )
+            if decision == "always":
+                self.always_allowed.add(tool.name)
+        record = await self._execute(tool, arguments, step)
+        if cache is not None:
+            cache[key] = record
+        return record
+
+    async def _ask(self, call: ToolCall, tool: Tool) -> Decision:
+        if self.approver is None:
+            return "deny"
+        return await self.approver(call, tool)
+
+    async def _execute(self, tool: Tool, arguments: dict[str, Any], step: int) -> ToolRecord:
+        try:
+            value = await asyncio.wait_for(asyncio.to_thread(tool.function, **arguments), tool.timeout_s)
+        except TimeoutError:
+            return ToolRecord(
+                step,
+                tool.name,
+                arguments,
+                "timeout",
+                message=f"{tool.name} did not finish within {tool.timeout_s:g} s",
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # a tool's own failure goes back to the model, never up
+            return ToolRecord(step, tool.name, arguments, "error", message=_describe(error))
+        try:
+            result = to_jsonable_python(value)
+        except Exception:
+            result = str(value)
+        return ToolRecord(step, tool.name, arguments, "ok", result=result)
+
+
+def _describe(error: Exception) -> str:
+    text = str(error) or type(error).__name__
+    return text if isinstance(error, ValueError | OSError) else f"{type(error).__name__}: {text}"

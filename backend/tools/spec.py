@@ -1,0 +1,130 @@
+"""A tool is a plain typed Python function: its docstring describes it, its signature is its schema.
+
+``Tool.from_function`` builds the JSON schema with pydantic (so ``int``, ``list[str]``,
+``Literal[...]``, nested models and defaults all work) and validates the model's arguments
+against the same pydantic model before the function runs.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+
+class ToolArgumentsError(ValueError):
+    """The model's arguments do not fit the tool's schema."""
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    function: Callable[..., Any]
+    arguments_model: type[BaseModel]
+    side_effects: bool = False
+    """True if running it changes something outside the chat (approval asks first)."""
+    timeout_s: float = 10.0
+
+    @classmethod
+    def from_function(
+        cls,
+        function: Callable[..., Any],
+        *,
+        name: str | None = None,
+        side_effects: bool = False,
+        timeout_s: float = 10.0,
+    ) -> Tool:
+        doc = inspect.getdoc(function) or ""
+        if not doc:
+            raise ValueError(f"tool {function.__name__!r} needs a docstring: it is the model's description")
+        return cls(
+            name=name or function.__name__,
+            description=doc.split("\n\n")[0].replace("\n", " "),
+            function=function,
+            arguments_model=_arguments_model(function),
+            side_effects=side_effects,
+            timeout_s=timeout_s,
+        )
+
+    def parameters(self) -> dict[str, Any]:
+        """The JSON schema of the arguments, without pydantic's titles."""
+        return _strip_titles(self.arguments_model.model_json_schema())
+
+    def declaration(self) -> dict[str, Any]:
+        """The OpenAI-style declaration the chat template renders as ``<|tool>declaration:…``."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters()},
+        }
+
+    def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Arguments coerced to the schema (``"3"`` → 3 for an int), or ``ToolArgumentsError``."""
+        try:
+            model = self.arguments_model.model_validate(arguments)
+        except ValidationError as error:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in error.errors()
+            )
+            raise ToolArgumentsError(f"invalid arguments for {self.name}: {problems}") from None
+        return {key: getattr(model, key) for key in type(model).model_fields}
+
+
+def tool(
+    *, side_effects: bool = False, timeout_s: float = 10.0, name: str | None = None
+) -> Callable[[Callable[..., Any]], Tool]:
+    """Decorator for plug-in authors: ``@tool(side_effects=True)`` over a typed function."""
+
+    def wrap(function: Callable[..., Any]) -> Tool:
+        return Tool.from_function(function, name=name, side_effects=side_effects, timeout_s=timeout_s)
+
+    return wrap
+
+
+def _arguments_model(function: Callable[..., Any]) -> type[BaseModel]:
+    signature = inspect.signature(function)
+    hints = _resolved_hints(function)
+    fields: dict[str, Any] = {}
+    for parameter in signature.parameters.values():
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            raise ValueError(f"tool {function.__name__!r}: *args/**kwargs cannot be described to the model")
+        if parameter.name not in hints:
+            raise ValueError(f"tool {function.__name__!r}: parameter {parameter.name!r} needs a type")
+        default = ... if parameter.default is parameter.empty else parameter.default
+        fields[parameter.name] = (hints[parameter.name], default)
+    config = ConfigDict(extra="forbid")
+    return create_model(f"{function.__name__}_arguments", __config__=config, **fields)
+
+
+def _resolved_hints(function: Callable[..., Any]) -> dict[str, Any]:
+    import typing
+
+    return typing.get_type_hints(function, include_extras=True)
+
+
+def _strip_titles(schema: Any, *, names: bool = False) -> Any:
+    """Drop pydantic's generated ``title`` keys (not properties that happen to be called ``title``)."""
+    if isinstance(schema, dict):
+        return {
+            k: _strip_titles(v, names=k in ("properties", "$defs") and not names)
+            for k, v in schema.items()
+            if names or not (k == "title" and isinstance(v, str))
+        }
+    if isinstance(schema, list):
+        return [_strip_titles(v) for v in schema]
+    return schema
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One call the model asked for: the tool's name and its (parsed, not yet validated) arguments."""
+
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    raw: str = ""
+    """The call as the model wrote it."""
+    error: str | None = None
+    """Set when the call text could not be parsed (then ``arguments`` is empty)."""

@@ -1,0 +1,108 @@
+"""The tool loop on the real vLLM engine (tiny generated checkpoint).
+
+The model's output is forced to a tool-call text by ``tests.forced_output`` (random weights
+never call tools on their own); the declarations in the prompt, decoding with special tokens,
+parsing, validation, running the tools and the tool-response prompt are the real code.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from backend.chat import ChatMessage
+from backend.engine import EngineRequest, Finished, SamplingSettings
+from backend.tools.builtins import ToolContext
+from backend.tools.gemma_format import format_call
+from backend.tools.loop import ToolTurn
+from backend.tools.registry import ToolRegistry
+from backend.tools.runner import ToolRunner
+from backend.tools.sandbox import Sandbox
+from backend.vllm_engine import VllmEngine
+
+pytestmark = pytest.mark.engine
+
+
+def _forcing_builder(engine: VllmEngine, script: list[str], seen: list[EngineRequest]):  # type: ignore[no-untyped-def]
+    tokenizer = engine._prompt_renderer().tokenizer
+
+    def build(messages: list[ChatMessage], tools: list[dict[str, object]]) -> EngineRequest:
+        prompt = engine.render(messages, tools)  # type: ignore[arg-type]
+        forced = tokenizer(script[len(seen)], add_special_tokens=False)["input_ids"]
+        request = EngineRequest(
+            f"tools-{len(seen)}",
+            prompt.text,
+            sampling=SamplingSettings(max_tokens=len(forced) + 8),
+            extra_args={"forced_token_ids": forced},
+        )
+        seen.append(request)
+        return request
+
+    return build
+
+
+async def test_forced_tool_calls_run_and_their_results_reach_the_next_prompt(
+    eager_engine: VllmEngine, tmp_path: Path
+) -> None:
+    (tmp_path / "notes.txt").write_text("Zebra crossing at 9")
+    step1 = (
+        "Let me look, 東京 {ok}."
+        + format_call("calculator", {"expression": "6 * 7"})
+        + format_call("read_file", {"path": "notes.txt"})
+        + format_call("read_file", {"path": "../../etc/passwd"})
+        + format_call("list_directory", {"path": ".", "recursive": True})
+        + "<|tool_response>"
+    )
+    step2 = "The answer is 42.<turn|>"
+    seen: list[EngineRequest] = []
+    runner = ToolRunner(ToolRegistry.load(ToolContext(Sandbox.of([tmp_path])), plugins=lambda: []))
+    turn = ToolTurn(
+        eager_engine,
+        runner,
+        [ChatMessage("user", "What is six times seven? And what is in my notes?")],
+        _forcing_builder(eager_engine, [step1, step2], seen),
+    )
+    events = [event async for event in turn.run()]
+    final = events[-1]
+    assert isinstance(final, Finished), final
+    assert final.text == "Let me look, 東京 {ok}.\n\nThe answer is 42."
+    assert [(r.name, r.status) for r in turn.records] == [
+        ("calculator", "ok"),
+        ("read_file", "ok"),
+        ("read_file", "error"),
+        ("list_directory", "invalid_arguments"),
+    ]
+    assert turn.records[0].result == 42
+    assert turn.records[1].result["content"] == "Zebra crossing at 9"
+    assert "outside the allowed directories" in turn.records[2].message
+    assert "<|tool>declaration:calculator" in seen[0].prompt
+    follow_up = seen[1].prompt
+    assert follow_up.startswith(seen[0].prompt)
+    assert '<|tool_call>call:calculator{expression:<|"|>6 * 7<|"|>}<tool_call|>' in follow_up
+    assert "<|tool_response>response:calculator{result:42}<tool_response|>" in follow_up
+    assert "Zebra crossing at 9" in follow_up
+    assert "recursive" in follow_up and "Extra inputs are not permitted" in follow_up
+    assert not follow_up.endswith("<|turn>model\n")  # the model continues its own turn
+    tokenizer = eager_engine._prompt_renderer().tokenizer
+    forced = [tokenizer(s, add_special_tokens=False)["input_ids"] for s in (step1, step2)]
+    assert list(final.token_ids) == forced[0] + forced[1]
+    assert final.metrics.generated_tokens == len(final.token_ids)
+
+
+async def test_a_malformed_forced_call_goes_back_to_the_model(
+    eager_engine: VllmEngine, tmp_path: Path
+) -> None:
+    step1 = '<|tool_call>call:calculator{expression:<|"|>2+2}<tool_call|><|tool_response>'
+    seen: list[EngineRequest] = []
+    runner = ToolRunner(ToolRegistry.load(ToolContext(Sandbox.of([tmp_path])), plugins=lambda: []))
+    turn = ToolTurn(
+        eager_engine,
+        runner,
+        [ChatMessage("user", "2+2?")],
+        _forcing_builder(eager_engine, [step1, "4<turn|>"], seen),
+    )
+    events = [event async for event in turn.run()]
+    assert isinstance(events[-1], Finished) and events[-1].text == "4"
+    assert turn.records[0].status == "malformed"
+    assert "string is not closed" in seen[1].prompt
