@@ -68,6 +68,17 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="attach an image, audio or video file (repeatable)",
     )
+    ask.add_argument("--no-tools", action="store_true", help="do not offer the model any tool")
+    ask.add_argument(
+        "--allow-dir",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a directory read_file/list_directory may read (repeatable; adds to tools.allowed_dirs)",
+    )
+    ask.add_argument(
+        "--yes", action="store_true", help="run tools that need approval without asking (else: ask on a tty)"
+    )
     _add_model_flags(ask)
 
     profiles = commands.add_parser("profiles", help="print each engine path's vLLM arguments and why")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from backend.engine import Cancelled, Engine, EngineRequest, Failed, Finished, TurnEvent
 from backend.parity import TokenParity, compare_tokens
@@ -37,7 +38,12 @@ class PathEvent:
     """An event of one path during a comparison."""
 
     path: str
-    event: TurnEvent
+    event: Any
+    """A ``TurnEvent``, or a tool event when the turn calls tools."""
+
+
+TurnRunner = Callable[[str, Engine], AsyncIterator[Any]]
+"""Runs the turn on one path; it ends with ``Finished``, ``Cancelled`` or ``Failed``."""
 
 
 async def compare_stream(
@@ -45,11 +51,19 @@ async def compare_stream(
     optimized: Engine,
     request: EngineRequest,
     decode: Callable[[int], str] | None = None,
+    run_turn: TurnRunner | None = None,
 ) -> AsyncIterator[PathEvent | CompareResult]:
-    """Yields every event of both paths (baseline first), then one ``CompareResult`` if both finished."""
+    """Yields every event of both paths (baseline first), then one ``CompareResult`` if both finished.
+
+    ``run_turn`` replaces the single request (a tool-calling turn has several); the default
+    streams ``request`` with a per-path request id."""
+
+    def single(path: str, engine: Engine) -> AsyncIterator[TurnEvent]:
+        return engine.stream(replace(request, request_id=f"{path}-{request.request_id}"))
+
     finals: dict[str, TurnEvent] = {}
     for path, engine in (("baseline", baseline), ("optimized", optimized)):
-        async for event in engine.stream(replace(request, request_id=f"{path}-{request.request_id}")):
+        async for event in (run_turn or single)(path, engine):
             yield PathEvent(path, event)
             if isinstance(event, Finished | Cancelled | Failed):
                 finals[path] = event

@@ -13,6 +13,7 @@ from backend.chat import ChatMessage, MediaKind
 from backend.media.attachment import Attachment, AttachmentError, load_attachment
 from backend.metrics import TurnMetrics
 from backend.store import ChatStore, StoreError
+from backend.tools.transcript import transcript_from_json
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,9 @@ class Conversation:
         out = [ChatMessage("system", self.system_prompt)] if self.system_prompt else []
         for t in self.turns:
             kinds: tuple[MediaKind, ...] = tuple(a.kind for a in t.attachments)  # type: ignore[misc]
+            transcript = t.extra.get("transcript")
+            if t.role != "user" and isinstance(transcript, list):
+                out.extend(transcript_from_json(transcript))  # the turn's tool calls and responses
             out.append(ChatMessage("user" if t.role == "user" else "assistant", t.text, media=kinds))
         return out
 

@@ -61,7 +61,7 @@ class FakeEngine:
         self, messages: list[ChatMessage], tools: list[dict[str, Any]] | None = None
     ) -> RenderedPrompt:
         declared = "".join(f"<tool:{t['function']['name']}>" for t in tools or [])
-        text = declared + "".join(f"<{m.role}>{m.text}{m.data or ''}" for m in messages)
+        text = "".join(f"<{m.role}>{m.text}{m.data or ''}" for m in messages) + declared
         return RenderedPrompt(text=text, token_count=len(text.split()) + 2)
 
     def decode(self, token_ids: list[int]) -> str:

@@ -103,3 +103,23 @@ def test_agrees_with_vllms_gemma4_argument_parser() -> None:
     theirs = _parse_gemma4_args(body)
     ours = parse_arguments("{" + body + "}")
     assert ours == theirs
+
+
+def test_visible_stream_never_shows_call_markup() -> None:
+    from backend.tools.gemma_format import VisibleStream
+
+    stream = VisibleStream()
+    pieces = [
+        "Let",
+        " me",
+        " check.",
+        "<|tool_call>",
+        "call:calc{",
+        "x:1}",
+        "<tool_call|>",
+        "<|tool_response>",
+    ]
+    shown = "".join(stream.feed(p) for p in pieces)
+    stream.next_step()
+    shown += "".join(stream.feed(p) for p in ["It", " is", " 1.", "<turn|>"])
+    assert shown == "Let me check.\n\nIt is 1."

@@ -1,37 +1,35 @@
 """``gemma-chat ask``: one prompt, streamed to stdout, then one line of figures from the engine.
 
-With ``--profile compare`` the prompt runs on the baseline and then on the optimized path,
-and a last line gives the speed-up and the token-parity verdict.
+The model may call tools (built-ins and plug-ins): each call prints a timeline line as it
+finishes, and the figures line counts tool time apart from model time. With ``--profile
+compare`` the prompt runs on the baseline and then on the optimized path (each distinct tool
+call runs once; both paths read the same results), and a last line gives the speed-up and the
+token-parity verdict. ``--json`` prints one document at the end instead.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import uuid
-from dataclasses import asdict
+from collections.abc import AsyncIterator
 from typing import Any, TextIO
 
+from app.commands.ask_output import JsonReport, TextPrinter
 from backend.chat import ChatMessage, PromptRenderer
 from backend.compare import CompareResult, compare_stream
-from backend.engine import (
-    Cancelled,
-    Delta,
-    EngineInfo,
-    EngineRequest,
-    Failed,
-    Finished,
-    SamplingSettings,
-    Started,
-    TurnEvent,
-)
+from backend.engine import Engine, EngineInfo, EngineRequest, SamplingSettings
 from backend.engine_factory import make_engine, resolve_model
 from backend.engine_log import capture_stderr
 from backend.errors import GemmaChatError, PromptTooLong
 from backend.media.attachment import Attachment, AttachmentError, load_attachments
 from backend.settings import Settings, load_settings
+from backend.tools.loop import ToolTurn
+from backend.tools.runner import Decision, ToolRecord, ToolRunner
+from backend.tools.setup import tool_runner
+from backend.tools.spec import Tool, ToolCall
+from backend.tools.timeline import call_signature
 from backend.vllm_engine import VllmEngine
 
 COMPARE = "compare"
@@ -71,12 +69,31 @@ def run_ask(args: argparse.Namespace) -> int:
         for attachment in attachments:
             for notice in attachment.notices:
                 console.write(f"gemma-chat: {notice}\n")
-        global REPORT
-        REPORT = JsonReport(attachments) if args.json else None
-        code = asyncio.run(_ask(engines, messages, attachments, args, console))
-        if REPORT is not None:
-            REPORT.emit()
+        out = JsonReport(attachments) if args.json else TextPrinter(console, comparing=len(engines) == 2)
+        runner = None
+        if settings.tools.enabled and not args.no_tools:
+            runner = tool_runner(settings, _approver(args, console), args.allow_dir)
+            for warning in runner.registry.warnings:
+                console.write(f"gemma-chat: {warning}\n")
+        code = asyncio.run(_ask(engines, messages, attachments, args, out, runner))
+        if isinstance(out, JsonReport):
+            out.emit()
         return code
+
+
+def _approver(args: argparse.Namespace, console: TextIO):  # type: ignore[no-untyped-def]
+    async def approve(call: ToolCall, tool: Tool) -> Decision:
+        if args.yes:
+            return "once"
+        if not sys.stdin.isatty():
+            console.write(f"gemma-chat: denied {tool.name} (needs approval; pass --yes to allow)\n")
+            return "deny"
+        console.write(f"\nAllow {call_signature(call.name, call.arguments)}? [o]nce / [a]lways / [d]eny: ")
+        console.flush()
+        answer = (await asyncio.to_thread(sys.stdin.readline)).strip().lower()[:1]
+        return "once" if answer == "o" else "always" if answer == "a" else "deny"
+
+    return approve
 
 
 def multi_modal_data(attachments: list[Attachment]) -> dict[str, Any]:
@@ -95,130 +112,82 @@ def _check_fits(prompt_tokens: int, max_tokens: int, info: EngineInfo) -> None:
         )
 
 
+class _Requests:
+    """Builds each model step's request (the first, and those after tool results)."""
+
+    def __init__(
+        self, renderer: PromptRenderer, attachments: list[Attachment], args: argparse.Namespace
+    ) -> None:
+        self.renderer, self.attachments, self.args = renderer, attachments, args
+        self.info: EngineInfo | None = None
+
+    def __call__(self, messages: list[ChatMessage], tools: list[dict[str, Any]]) -> EngineRequest:
+        prompt = self.renderer.render(messages, tools)
+        media_tokens = sum(a.tokens for a in self.attachments) - len(self.attachments)  # placeholders counted
+        if self.info is not None:
+            _check_fits(prompt.token_count + media_tokens, self.args.max_tokens, self.info)
+        return EngineRequest(
+            request_id=f"ask-{uuid.uuid4().hex[:8]}",
+            prompt=prompt.text,
+            multi_modal_data=multi_modal_data(self.attachments),
+            sampling=SamplingSettings(max_tokens=self.args.max_tokens, temperature=self.args.temperature),
+        )
+
+
 async def _ask(
     engines: list[VllmEngine],
     messages: list[ChatMessage],
     attachments: list[Attachment],
     args: argparse.Namespace,
-    console: TextIO,
+    out: JsonReport | TextPrinter,
+    runner: ToolRunner | None,
 ) -> int:
     def progress(stage: str) -> None:
-        console.write(f"gemma-chat: {stage}\n")
+        out.progress(stage)
 
     try:
         for engine in engines:
             progress(f"starting the {engine.config.profile.name} engine on {engine.source.name}…")
             info = await engine.start(progress)
-        renderer = PromptRenderer.for_model(str(engines[0].source.path))
-        prompt = renderer.render(messages)
-        media_tokens = sum(a.tokens for a in attachments) - len(attachments)  # placeholders already counted
-        _check_fits(prompt.token_count + media_tokens, args.max_tokens, info)
-        request = EngineRequest(
-            request_id=f"ask-{uuid.uuid4().hex[:8]}",
-            prompt=prompt.text,
-            multi_modal_data=multi_modal_data(attachments),
-            sampling=SamplingSettings(max_tokens=args.max_tokens, temperature=args.temperature),
-        )
+        requests = _Requests(PromptRenderer.for_model(str(engines[0].source.path)), attachments, args)
+        requests.info = info
+        requests(messages, runner.registry.declarations() if runner else [])  # fits, before any engine work
+        cache: dict[str, ToolRecord] = {}
+
+        def run_turn(path: str, engine: Engine) -> AsyncIterator[Any]:
+            if runner is None:
+                return engine.stream(requests(messages, []))
+            return ToolTurn(engine, runner, messages, requests, cache=cache).run()
+
         if len(engines) == 2:
-            return await _compare(engines[0], engines[1], request, renderer, console)
-        return await _single(engines[0], request, console)
+            return await _compare(engines[0], engines[1], requests.renderer, run_turn, out)
+        name = engines[0].config.profile.name
+        async for event in run_turn(name, engines[0]):
+            code = out.event(name, event)
+            if code is not None:
+                return code
+        return 1
     except GemmaChatError as error:
-        console.write(f"gemma-chat: {error.problem}\n")
-        if error.fix:
-            console.write(f"  fix: {error.fix}\n")
+        out.error(error)
         return 2
     finally:
         for engine in engines:
             await engine.shutdown()
 
 
-class JsonReport:
-    """``--json``: one document at the end instead of streamed text."""
-
-    def __init__(self, attachments: list[Attachment]) -> None:
-        self.doc: dict[str, Any] = {
-            "attachments": [
-                {
-                    "path": str(a.path),
-                    "kind": a.kind,
-                    "tokens": a.tokens,
-                    "detail": a.detail,
-                    "sha256": a.sha256,
-                }
-                for a in attachments
-            ],
-            "paths": {},
-        }
-
-    def add(self, path: str, event: TurnEvent) -> None:
-        if isinstance(event, Finished | Cancelled):
-            self.doc["paths"][path] = {
-                "reply": event.text,
-                "status": "finished" if isinstance(event, Finished) else "cancelled",
-                "figures": asdict(event.metrics),
-            }
-        elif isinstance(event, Failed):
-            self.doc["paths"][path] = {"status": "failed", "error": event.message}
-
-    def emit(self) -> None:
-        sys.stdout.write(json.dumps(self.doc, indent=2) + "\n")
-
-
-REPORT: JsonReport | None = None
-
-
-def _print_event(path: str, event: TurnEvent, console: TextIO) -> int | None:
-    """Print one event; return an exit code once the turn has ended."""
-    if REPORT is not None:
-        REPORT.add(path, event)
-        return (
-            None if not isinstance(event, Finished | Cancelled | Failed) else int(isinstance(event, Failed))
-        )
-    if isinstance(event, Delta):
-        sys.stdout.write(event.text)
-        sys.stdout.flush()
-    elif isinstance(event, Finished | Cancelled):
-        sys.stdout.write(f"\n── {path}: {event.metrics.summary_line()}\n")
-        return 0
-    elif isinstance(event, Failed):
-        console.write(f"\ngemma-chat: {event.message}\n")
-        return 1
-    return None
-
-
-async def _single(engine: VllmEngine, request: EngineRequest, console: TextIO) -> int:
-    async for event in engine.stream(request):
-        code = _print_event(engine.config.profile.name, event, console)
-        if code is not None:
-            return code
-    return 1
-
-
 async def _compare(
     baseline: VllmEngine,
     optimized: VllmEngine,
-    request: EngineRequest,
     renderer: PromptRenderer,
-    console: TextIO,
+    run_turn: Any,
+    out: JsonReport | TextPrinter,
 ) -> int:
-    async for item in compare_stream(baseline, optimized, request, lambda t: renderer.tokenizer.decode([t])):
+    decode = lambda t: renderer.tokenizer.decode([t])  # noqa: E731
+    dummy = EngineRequest("unused", "")
+    async for item in compare_stream(baseline, optimized, dummy, decode, run_turn=run_turn):
         if isinstance(item, CompareResult):
-            if REPORT is not None:
-                REPORT.doc["compare"] = {
-                    "decode_speedup": item.decode_speedup,
-                    "e2e_speedup": item.e2e_speedup,
-                    "parity": item.parity.describe(),
-                    "identical": item.parity.identical,
-                }
-                return 0
-            sys.stdout.write(f"── compare: {item.summary()}\n")
+            out.compare(item)
             return 0
-        if REPORT is not None:
-            if _print_event(item.path, item.event, console) == 1:
-                return 1
-            continue
-        if isinstance(item.event, Started):
-            sys.stdout.write(f"── {item.path}:\n")
-        if _print_event(item.path, item.event, console) == 1:
+        if out.event(item.path, item.event) == 1:
             return 1
     return 1

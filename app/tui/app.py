@@ -6,6 +6,7 @@ The app receives an engine factory (``profile name -> Engine``): the vLLM one wh
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import Iterable
@@ -20,6 +21,7 @@ from textual.widgets import Footer
 
 from app.tui import turns
 from app.tui.chat_actions import ChatActions
+from app.tui.screens.approval import ApprovalScreen
 from app.tui.screens.file_picker import FilePickerScreen
 from app.tui.screens.help import HelpScreen
 from app.tui.screens.text_prompt import TextPromptScreen
@@ -34,8 +36,16 @@ from backend.errors import GemmaChatError
 from backend.media.attachment import Attachment, load_attachments
 from backend.settings import Settings
 from backend.store import ChatStore, StoreError
+from backend.tools.runner import Decision, ToolRunner
+from backend.tools.setup import tool_runner
+from backend.tools.spec import Tool, ToolCall
 
 PATHS = ("optimized", "baseline")
+POLICY_TEXT = {
+    "side-effects": "ask before tools with side effects",
+    "every-call": "ask before every tool call",
+    "never": "never ask",
+}
 
 
 class GemmaChatApp(ChatActions, App[None]):
@@ -69,9 +79,37 @@ class GemmaChatApp(ChatActions, App[None]):
         self.pending: list[Attachment] = []
         self.store = self._open_store()
         self.conversation = Conversation(self.store)
+        self.tools = self._tool_runner()
         self.status = StatusBar(id="status")
         if settings.keymap:
             self.set_keymap(settings.keymap)
+
+    def _tool_runner(self) -> ToolRunner | None:
+        """A fresh runner per chat ("always for this chat" approvals end with the chat)."""
+        if not self.settings.tools.enabled:
+            return None
+        runner = tool_runner(self.settings, self._approve)
+        for warning in runner.registry.warnings:
+            self.call_later(self.notify, warning, severity="warning", timeout=10)
+        return runner
+
+    async def _approve(self, call: ToolCall, tool: Tool) -> Decision:
+        decided: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
+
+        def answer(decision: Decision | None) -> None:
+            if not decided.done():
+                decided.set_result(decision or "deny")
+
+        self.push_screen(ApprovalScreen(call, tool), answer)
+        return await decided
+
+    def action_tool_policy(self) -> None:
+        order = ("side-effects", "every-call", "never")
+        policy = order[(order.index(self.settings.tools.approval) + 1) % len(order)]
+        self.settings.tools.approval = policy  # type: ignore[assignment]
+        if self.tools is not None:
+            self.tools.policy = policy  # type: ignore[assignment]
+        self.notify(f"Tool approval: {POLICY_TEXT[policy]}.")
 
     def _open_store(self) -> ChatStore | None:
         try:
@@ -135,6 +173,8 @@ class GemmaChatApp(ChatActions, App[None]):
 
     async def _show_chat(self, chat_id: int | None) -> None:
         self.conversation = Conversation(self.store, chat_id)
+        if self.tools is not None:
+            self.tools.always_allowed.clear()  # "always for this chat" ends with the chat
         await self._show_chat_turns()
         last = self.conversation.turns[-1].metrics if self.conversation.turns else None
         self.status.context_used = (last.prompt_tokens + last.generated_tokens) if last else 0
@@ -233,8 +273,15 @@ class GemmaChatApp(ChatActions, App[None]):
         if state is None:
             return
         state.stopped = True
+        for tool_turn in state.tool_turns.values():
+            tool_turn.cancel()
+        if isinstance(self.screen, ApprovalScreen):
+            self.screen.dismiss("deny")
         for path, engine in state.engines.items():
-            await engine.abort(state.request_ids[path])
+            running = state.tool_turns.get(path)
+            request_id = running.request_id if running else state.request_ids.get(path)
+            if request_id:
+                await engine.abort(request_id)
 
     async def action_stop_or_quit(self) -> None:
         if self.turn_state is not None:
@@ -283,9 +330,7 @@ class GemmaChatApp(ChatActions, App[None]):
 
     async def _show_chat_turns(self) -> None:
         await self.messages_view.remove_children()
-        await self.messages_view.mount_all(
-            [MessageView(t.role, t.text, t.path, t.metrics, t.attachments) for t in self.conversation.turns]
-        )
+        await self.messages_view.mount_all([turns.turn_view(t) for t in self.conversation.turns])
 
     def action_help(self) -> None:
         rows = [(b.key, f"{b.description} (id: {b.id})") for b in self.BINDINGS if b.id]
@@ -318,6 +363,21 @@ class GemmaChatApp(ChatActions, App[None]):
             "Export receipt (JSON)", "Chat + engine args + versions + figures", lambda: self.export("json")
         )
         yield SystemCommand("Restart engine", "Restart the active path's engine", self.restart_engine)
+        yield SystemCommand(
+            "Tool approval", "Cycle: ask for side effects / every call / never", self.action_tool_policy
+        )
+        yield SystemCommand("Tools", "List the tools the model may call", self.action_list_tools)
+
+    def action_list_tools(self) -> None:
+        if self.tools is None:
+            self.notify("Tools are off (tools.enabled = false).")
+            return
+        lines = [
+            f"{t.name}{' (side effects)' if t.side_effects else ''}: {t.description}"
+            for t in self.tools.registry.tools.values()
+        ]
+        sandbox = ", ".join(self.settings.tools.allowed_dirs)
+        self.notify("\n".join([*lines, f"files: {sandbox}", f"approval: {POLICY_TEXT[self.tools.policy]}"]))
 
     async def action_quit(self) -> None:
         await self.pool.shutdown()

@@ -194,3 +194,28 @@ def format_value(value: Any) -> str:
 
 def format_call(name: str, arguments: dict[str, Any]) -> str:
     return f"{CALL_OPEN}call:{name}{format_value(arguments)}{CALL_CLOSE}"
+
+
+class VisibleStream:
+    """Turns a reply's deltas into the text a reader should see: tool-call blocks and turn markers
+    never appear, even while they stream. ``next_step()`` starts a new model step (after tools)."""
+
+    def __init__(self) -> None:
+        self._raw = ""
+        self._shown = ""
+        self._steps_shown = False
+
+    def feed(self, delta: str) -> str:
+        self._raw += delta
+        visible = visible_text(self._raw)
+        if not visible.startswith(self._shown) or len(visible) == len(self._shown):
+            return ""
+        new = visible[len(self._shown) :]
+        if not self._shown and self._steps_shown:
+            new = "\n\n" + new
+        self._shown = visible
+        return new
+
+    def next_step(self) -> None:
+        self._steps_shown = self._steps_shown or bool(self._shown)
+        self._raw, self._shown = "", ""

@@ -11,7 +11,6 @@ the timeline and ``transcript`` the messages to keep in the history (calls and r
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -145,27 +144,3 @@ class ToolTurn:
 
 def _joined(parts: list[str]) -> str:
     return "\n\n".join(p for p in parts if p)
-
-
-def new_request_id(prefix: str = "turn") -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def transcript_to_json(messages: list[ChatMessage]) -> list[dict[str, Any]]:
-    return [
-        {"role": m.role, "text": m.text, "tool_calls": list(m.tool_calls), "name": m.name, "data": m.data}
-        for m in messages
-    ]
-
-
-def transcript_from_json(items: list[dict[str, Any]]) -> list[ChatMessage]:
-    return [
-        ChatMessage(
-            item.get("role", "assistant"),
-            str(item.get("text", "")),
-            tool_calls=tuple(item.get("tool_calls") or ()),
-            name=item.get("name"),
-            data=item.get("data"),
-        )
-        for item in items
-    ]

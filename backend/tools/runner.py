@@ -126,16 +126,18 @@ class ToolRunner:
         key = call_key(tool.name, arguments)
         if cache is not None and key in cache:
             return replace(cache[key], step=step, reused=True)
+        decision: Decision = "once"
         if self.needs_approval(tool):
             decision = await self._ask(call, tool)
-            if decision == "deny":
-                return ToolRecord(
-                    step, tool.name, arguments, "denied", message=f"the user did not allow {tool.name} to run"
-                )
             if decision == "always":
                 self.always_allowed.add(tool.name)
-        record = await self._execute(tool, arguments, step)
-        if cache is not None:
+        if decision == "deny":
+            record = ToolRecord(
+                step, tool.name, arguments, "denied", message=f"the user did not allow {tool.name} to run"
+            )
+        else:
+            record = await self._execute(tool, arguments, step)
+        if cache is not None:  # a comparison's second path gets the same result (or refusal)
             cache[key] = record
         return record
 

@@ -7,8 +7,13 @@ from textual.containers import Vertical
 from textual.widgets import Label, Markdown, Sparkline, Static
 from textual.widgets.markdown import MarkdownStream
 
+from app.tui.widgets.tool_block import ToolBlock
 from backend.media.attachment import Attachment
 from backend.metrics import TurnMetrics
+from backend.tools.gemma_format import VisibleStream
+from backend.tools.runner import ToolRecord
+from backend.tools.spec import ToolCall
+from backend.tools.timeline import duration_text
 
 
 def figures_line(metrics: TurnMetrics | None, path: str | None, tool_s: float | None = None) -> str:
@@ -29,8 +34,10 @@ def figures_line(metrics: TurnMetrics | None, path: str | None, tool_s: float | 
         parts.append(f"spec {rate:.0%} accepted")
     if metrics.kv_cache_usage is not None:
         parts.append(f"KV {metrics.kv_cache_usage:.0%}")
-    if tool_s:
-        parts.append(f"tools {tool_s:.2f}s")
+    if tool_s is not None:  # a turn that called tools: model time and tool time apart
+        if metrics.e2e_s is not None:
+            parts.append(f"model {duration_text(metrics.e2e_s)}")
+        parts.append(f"tools {duration_text(tool_s)}")
     return " · ".join(p for p in parts if p)
 
 
@@ -44,6 +51,8 @@ class MessageView(Vertical):
         path: str | None = None,
         metrics: TurnMetrics | None = None,
         attachments: tuple[Attachment, ...] = (),
+        tool_records: tuple[ToolRecord, ...] = (),
+        tool_seconds: float | None = None,
     ) -> None:
         super().__init__(classes=f"message {role}")
         self.role = role
@@ -54,6 +63,10 @@ class MessageView(Vertical):
         self.status = ""
         self._stream: MarkdownStream | None = None
         self._rates: list[float] = []
+        self._visible = VisibleStream()
+        self.tool_records = tool_records
+        self.tool_seconds = tool_seconds
+        self._blocks: dict[int, ToolBlock] = {}
 
     def compose(self) -> ComposeResult:
         yield Label("You" if self.role == "user" else f"Gemma · {self.path or ''}", classes="role")
@@ -64,20 +77,42 @@ class MessageView(Vertical):
                 counts[a.kind] = counts.get(a.kind, 0) + 1
                 chips.append(f"[{a.kind.capitalize()} #{counts[a.kind]} {a.detail} · {a.tokens} tok]")
             yield Label(" ".join(chips), classes="attachments", markup=False)
+        tools = Vertical(*(ToolBlock(record=r) for r in self.tool_records), classes="tools")
+        tools.display = bool(self.tool_records)
+        yield tools
         yield Markdown(self.text, classes="body")
         if self.role != "user":
             yield Sparkline([], classes="spark")
-            yield Static(figures_line(self.metrics, self.path), classes="figures")
+            yield Static(figures_line(self.metrics, self.path, self.tool_seconds), classes="figures")
 
     @property
     def body(self) -> Markdown:
         return self.query_one(".body", Markdown)
 
     async def append(self, fragment: str) -> None:
+        """Add streamed model text; tool-call markup and turn markers never show."""
+        fragment = self._visible.feed(fragment)
+        if not fragment:
+            return
         if self._stream is None:
             self._stream = Markdown.get_stream(self.body)
         self.text += fragment
         await self._stream.write(fragment)
+
+    async def add_tool_call(self, index: int, call: ToolCall) -> None:
+        """A call starts: its block joins the timeline (the next model step streams after it)."""
+        self._visible.next_step()
+        block = ToolBlock(call)
+        self._blocks[index] = block
+        tools = self.query_one(".tools", Vertical)
+        tools.display = True
+        await tools.mount(block)
+
+    def finish_tool_call(self, index: int, record: ToolRecord) -> None:
+        if index in self._blocks:
+            self._blocks[index].finish(record)
+        self.tool_records = (*self.tool_records, record)
+        self.tool_seconds = sum(r.duration_s for r in self.tool_records if not r.reused)
 
     def show_note(self, note: str) -> None:
         """A line in the figures footer before any figure exists (e.g. waiting for the engine)."""
@@ -88,7 +123,7 @@ class MessageView(Vertical):
         if metrics.rolling_decode_tokens_per_s is not None:
             self._rates.append(metrics.rolling_decode_tokens_per_s)
             self.query_one(".spark", Sparkline).data = self._rates[-60:]
-        self.query_one(".figures", Static).update(figures_line(metrics, self.path))
+        self.query_one(".figures", Static).update(figures_line(metrics, self.path, self.tool_seconds))
 
     async def finish(self, metrics: TurnMetrics | None, status: str = "") -> None:
         """End the stream and render the whole text once (code fences come out right)."""
@@ -99,7 +134,7 @@ class MessageView(Vertical):
         self.status = status
         if self.role != "user":
             self.query_one(".spark", Sparkline).display = False
-            line = figures_line(metrics, self.path)
+            line = figures_line(metrics, self.path, self.tool_seconds)
             self.query_one(".figures", Static).update(f"{line} · {status}" if status else line)
             if metrics is not None:
                 self.metrics = metrics
