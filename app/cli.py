@@ -84,6 +84,30 @@ def build_parser() -> argparse.ArgumentParser:
     profiles = commands.add_parser("profiles", help="print each engine path's vLLM arguments and why")
     _add_model_flags(profiles)
 
+    bench = commands.add_parser(
+        "bench", help="baseline vs optimized (and transformers) on the same workloads: speed-up and parity"
+    )
+    bench.add_argument(
+        "--size", choices=("tiny", "bench"), help="measure a generated random-weight checkpoint of this size"
+    )
+    bench.add_argument(
+        "--dummy-weights",
+        action="store_true",
+        help="the real Gemma 4 E2B architecture with random weights (vLLM's dummy load format; no download)",
+    )
+    bench.add_argument(
+        "--workload",
+        action="append",
+        choices=("throughput", "single", "chat", "media"),
+        help="run only this workload (repeatable; default: all four)",
+    )
+    bench.add_argument("--requests", type=int, default=8, help="throughput: requests at once (default 8)")
+    bench.add_argument("--max-tokens", type=int, default=64, help="tokens per request (default 64)")
+    bench.add_argument("--no-peer", action="store_true", help="skip transformers' generate")
+    bench.add_argument("--json", metavar="FILE", help="write the whole report as JSON")
+    bench.add_argument("--markdown", metavar="FILE", help="write the table as Markdown")
+    _add_model_flags(bench)
+
     make = commands.add_parser("make-model", help="write a random-weight Gemma 4 checkpoint and its drafter")
     make.add_argument("out", help="output directory (gets model/ and drafter/)")
     make.add_argument("--size", choices=("tiny", "bench"), default="tiny", help="tiny (tests) or bench")
@@ -109,6 +133,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from app.commands.profiles import run_profiles
 
             return run_profiles(args)
+        if args.command == "bench":
+            from app.commands.bench import run_bench_command
+
+            return run_bench_command(args)
         if args.command == "make-model":
             from app.commands.make_model import run_make_model
 

@@ -119,15 +119,22 @@ def resolve(model: str | None, demo: bool = False) -> ModelSource:
 
 def demo_model() -> ModelSource:
     """The generated demo checkpoint, made on first use (a few seconds)."""
+    return generated_model(DEMO_SIZE, DEMO_SEED, f"demo ({DEMO_SIZE}, random weights)")
+
+
+def generated_model(size: str, seed: int, name: str | None = None) -> ModelSource:
+    """A generated checkpoint of ``size`` in the cache, written on first use and then reused."""
     from backend.checkpoints import make_checkpoint
 
-    root = paths.generated_models_dir() / f"{DEMO_SIZE}-seed{DEMO_SEED}"
+    root = paths.generated_models_dir() / f"{size}-seed{seed}"
     if not (root / GENERATED_MANIFEST).is_file():
         partial = root.with_name(f"{root.name}.partial-{os.getpid()}")
         shutil.rmtree(partial, ignore_errors=True)
-        make_checkpoint(partial, DEMO_SIZE, DEMO_SEED)
+        make_checkpoint(partial, size, seed)
         shutil.rmtree(root, ignore_errors=True)
         partial.rename(root)
     return ModelSource(
-        path=root / "model", drafter=root / "drafter", name=f"demo ({DEMO_SIZE}, random weights)"
+        path=root / "model",
+        drafter=root / "drafter",
+        name=name or f"generated {size} (seed {seed}, random weights)",
     )

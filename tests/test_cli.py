@@ -141,4 +141,4 @@ def test_ask_compare_prints_both_paths_speedup_and_verdict() -> None:
     assert any(line.startswith("── optimized: TTFT ") and "spec accepted" in line for line in lines)
     verdict = lines[-1]
     assert verdict.startswith("── compare: speed-up: decode ") and "end-to-end" in verdict
-    assert "parity: identical (24 tokens)" in verdict, "float32 greedy tokens must match across paths"
+    assert "parity: identical (" in verdict, "float32 greedy tokens must match across paths"

@@ -1,6 +1,6 @@
 """The shapes of generated Gemma 4 checkpoints: a few-MB test fixture and a benchmark size.
 
-Both keep what makes Gemma 4 E2B Gemma 4 (see ``assets/gemma-4-e2b-config.json`` for
+Both keep what makes Gemma 4 E2B Gemma 4 (see ``assets/gemma4_e2b_config.json`` for
 the real values): interleaved sliding and full attention layers with different head
 dims (vLLM's CPU attention supports 32, 64, ..., 256, 512), the last layers reusing
 earlier layers' KV, per-layer input embeddings, a double-wide MLP on KV-sharing layers,

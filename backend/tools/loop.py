@@ -10,7 +10,6 @@ the timeline and ``transcript`` the messages to keep in the history (calls and r
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -119,14 +118,13 @@ class ToolTurn:
         for call in parsed.calls:
             index = len(self.records)
             yield ToolStarted(step, index, call)
-            started = time.perf_counter()
             if self.cancelled:
                 record = ToolRecord(
                     step, call.name, call.arguments, "cancelled", message="stopped by the user"
                 )
             else:
                 record = await self._run_one(call, step)
-            self.tool_seconds += 0.0 if record.reused else time.perf_counter() - started
+            self.tool_seconds += 0.0 if record.reused else record.duration_s
             self.records.append(record)
             yield ToolFinished(index, record)
             response = record.response(self.max_result_chars)

@@ -100,11 +100,8 @@ class ToolRunner:
         return self.policy == "every-call" or tool.side_effects
 
     async def run(self, call: ToolCall, step: int, cache: dict[str, ToolRecord] | None = None) -> ToolRecord:
-        started = time.perf_counter()
-        record = await self._run(call, step, cache)
-        if record.reused:
-            return record
-        return replace(record, duration_s=time.perf_counter() - started)
+        """The call's record; its duration is the tool's own run time (not the approval wait)."""
+        return await self._run(call, step, cache)
 
     async def _run(self, call: ToolCall, step: int, cache: dict[str, ToolRecord] | None) -> ToolRecord:
         if call.error:
@@ -147,6 +144,11 @@ class ToolRunner:
         return await self.approver(call, tool)
 
     async def _execute(self, tool: Tool, arguments: dict[str, Any], step: int) -> ToolRecord:
+        started = time.perf_counter()
+        record = await self._call(tool, arguments, step)
+        return replace(record, duration_s=time.perf_counter() - started)
+
+    async def _call(self, tool: Tool, arguments: dict[str, Any], step: int) -> ToolRecord:
         try:
             value = await asyncio.wait_for(asyncio.to_thread(tool.function, **arguments), tool.timeout_s)
         except TimeoutError:

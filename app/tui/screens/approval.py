@@ -36,9 +36,9 @@ class ApprovalScreen(ModalScreen[Decision]):
                 markup=False,
             )
             with Horizontal(classes="buttons"):
-                yield Button("Allow once [o]", id="once", variant="primary")
-                yield Button("Always for this chat [a]", id="always")
-                yield Button("Deny [d]", id="deny", variant="error")
+                yield Button("Allow once (o)", id="once", variant="primary")
+                yield Button("Always for this chat (a)", id="always")
+                yield Button("Deny (d)", id="deny", variant="error")
 
     def on_mount(self) -> None:
         self.query_one("#once", Button).focus()

@@ -12,6 +12,13 @@ from backend.tools.spec import ToolCall
 from backend.tools.timeline import STATUS_MARKS, call_signature, duration_text
 
 PREVIEW_CHARS = 600
+PREVIEW_LINES = 12
+
+
+def preview_of(text: str) -> str:
+    """The first lines/characters of a result, saying how much is left out."""
+    cut = "\n".join(text.splitlines()[:PREVIEW_LINES])[:PREVIEW_CHARS]
+    return text if cut == text else f"{cut}\n… ({len(text) - len(cut)} more characters)"
 
 
 class ToolBlock(Collapsible):
@@ -21,7 +28,11 @@ class ToolBlock(Collapsible):
         self.signature = call_signature(name or "?", arguments, width=70)
         self.record: ToolRecord | None = None
         self.full_result = ""
-        self.arguments_view = Static(json.dumps(arguments, indent=2, ensure_ascii=False), classes="tool-args")
+        self.arguments_view = Static(
+            "arguments: " + json.dumps(arguments, indent=2, ensure_ascii=False),
+            classes="tool-args",
+            markup=False,
+        )
         self.result_view = Static("", classes="tool-result", markup=False)
         self.more = Button("Show all", classes="tool-more", compact=True)
         super().__init__(
@@ -36,26 +47,21 @@ class ToolBlock(Collapsible):
             self.finish(record)
 
     def on_mount(self) -> None:
-        self.more.display = len(self.full_result) > PREVIEW_CHARS
+        self.more.display = preview_of(self.full_result) != self.full_result
 
     def finish(self, record: ToolRecord) -> None:
         self.record = record
         mark = STATUS_MARKS.get(record.status, "•")
-        took = "reused from the other path" if record.reused else duration_text(record.duration_s)
-        status = "ok" if record.ok else record.status.replace("_", " ")
-        self.title = f"{mark} {self.signature} · {took} · {status}"
-        self.full_result = (
-            json.dumps(record.result, indent=2, ensure_ascii=False)
-            if record.ok
-            else f"error: {record.message}"
+        ran = record.status in ("ok", "error", "timeout", "cancelled")
+        took = (
+            "reused from the other path" if record.reused else duration_text(record.duration_s) if ran else ""
         )
-        preview = self.full_result
-        if len(preview) > PREVIEW_CHARS:
-            preview = (
-                preview[:PREVIEW_CHARS] + f"\n… ({len(self.full_result) - PREVIEW_CHARS} more characters)"
-            )
+        status = "ok" if record.ok else record.status.replace("_", " ")
+        self.title = " · ".join(p for p in (f"{mark} {self.signature}", took, status) if p)
+        self.full_result = "result: " + readable(record.result) if record.ok else f"error: {record.message}"
+        preview = preview_of(self.full_result)
         self.result_view.update(preview)
-        self.more.display = len(self.full_result) > PREVIEW_CHARS
+        self.more.display = preview_of(self.full_result) != self.full_result
         self.set_class(not record.ok, "tool-failed")
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
@@ -63,3 +69,16 @@ class ToolBlock(Collapsible):
             event.stop()
             self.result_view.update(self.full_result)
             self.more.display = False
+
+
+def readable(value: object) -> str:
+    """A result for people: text fields as text (a file's lines stay lines), the rest as JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        lines = []
+        for key, item in value.items():
+            text = item if isinstance(item, str) else json.dumps(item, ensure_ascii=False)
+            lines.append(f"{key}:\n{text}" if "\n" in text else f"{key}: {text}")
+        return "\n" + "\n".join(lines)
+    return json.dumps(value, indent=2, ensure_ascii=False)

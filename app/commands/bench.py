@@ -1,0 +1,76 @@
+"""``gemma-chat bench``: progress bars while it runs, then the table (and ``--json`` / ``--markdown``)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from app.commands.ask import settings_from_args
+from backend import paths
+from backend.bench.bench import WORKLOAD_NAMES, BenchOptions, run_bench
+from backend.engine_factory import resolve_model
+from backend.engine_log import capture_stderr
+from backend.model_source import ModelSource, generated_model
+from backend.profiles import Argument
+
+
+def bench_source(args: argparse.Namespace) -> tuple[ModelSource, dict[str, Argument]]:
+    if args.dummy_weights:
+        from backend.bench.dummy import make_dummy_checkpoint
+
+        path = make_dummy_checkpoint(paths.generated_models_dir() / "gemma4-e2b-dummy")
+        load = Argument("dummy", "--dummy-weights: the E2B architecture with random weights, nothing read")
+        return ModelSource(path=path, drafter=None, name="Gemma 4 E2B architecture (dummy weights)"), {
+            "load_format": load
+        }
+    if args.size:
+        return generated_model(args.size, 0), {}
+    return resolve_model(settings_from_args(args)), {}
+
+
+def run_bench_command(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    settings = settings_from_args(args)
+    source, extra = bench_source(args)
+    options = BenchOptions(
+        workloads=tuple(args.workload or WORKLOAD_NAMES),
+        requests=args.requests,
+        max_tokens=args.max_tokens,
+        peer=not args.no_peer,
+        dummy_weights=args.dummy_weights,
+        extra_args=extra,
+    )
+    log_dir = paths.logs_dir()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with capture_stderr(log_dir / "bench-engines.log") as terminal:
+        console = Console(file=terminal, stderr=False)
+        console.print(f"gemma-chat bench: {source.name} ({source.path})")
+        bars = Progress(
+            TextColumn("{task.description:<34}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+        )
+        tasks: dict[str, int] = {}
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bars.add_task(stage, total=total)
+            bars.update(tasks[stage], completed=done, total=total)
+
+        with bars:
+            report = asyncio.run(run_bench(source, settings, options, progress, log_dir))
+    markdown = report.to_markdown()
+    sys.stdout.write("\n" + markdown)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report.to_json(), indent=2) + "\n")
+        sys.stdout.write(f"\nJSON report: {args.json}\n")
+    if args.markdown:
+        Path(args.markdown).write_text(markdown)
+    return 0
