@@ -101,8 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("throughput", "single", "chat", "media"),
         help="run only this workload (repeatable; default: all four)",
     )
-    bench.add_argument("--requests", type=int, default=8, help="throughput: requests at once (default 8)")
-    bench.add_argument("--max-tokens", type=int, default=64, help="tokens per request (default 64)")
+    bench.add_argument(
+        "--requests", type=int, help="throughput: requests at once (default: 8 on CPU, 64 on a GPU)"
+    )
+    bench.add_argument("--max-tokens", type=int, default=32, help="tokens per request (default 32)")
     bench.add_argument("--no-peer", action="store_true", help="skip transformers' generate")
     bench.add_argument("--json", metavar="FILE", help="write the whole report as JSON")
     bench.add_argument("--markdown", metavar="FILE", help="write the table as Markdown")

@@ -64,6 +64,7 @@ def test_ask_with_attachments_as_json(tmp_path: Path) -> None:
         "--max-tokens",
         "8",
         "--json",
+        "--no-tools",
         "-a",
         str(image),
         "-a",
@@ -74,5 +75,6 @@ def test_ask_with_attachments_as_json(tmp_path: Path) -> None:
     doc = json.loads(result.stdout)
     assert [a["kind"] for a in doc["attachments"]] == ["image", "audio"]
     figures = doc["paths"]["eager"]["figures"]
+    assert doc["paths"]["eager"]["tools"] == [] and doc["paths"]["eager"]["tool_seconds"] == 0
     assert figures["generated_tokens"] == 8
     assert figures["prompt_tokens"] > sum(a["tokens"] for a in doc["attachments"])

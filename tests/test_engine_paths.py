@@ -10,8 +10,11 @@ import pytest
 
 from backend.chat import ChatMessage, PromptRenderer
 from backend.engine import Cancelled, Delta, EngineRequest, Failed, Finished, SamplingSettings, TurnEvent
+from backend.model_source import ModelSource
 from backend.parity import compare_tokens, run_parity
+from backend.profiles import EngineProfile, engine_config
 from backend.prompt_sets import parity_prompts
+from backend.settings import EngineSettings
 from backend.vllm_engine import DEAD_MESSAGE, VllmEngine
 
 pytestmark = pytest.mark.engine
@@ -113,3 +116,12 @@ async def test_killed_engine_is_reported_and_restarts(eager_engine: VllmEngine) 
     await eager_engine.restart()
     restarted = await _final(eager_engine, _request(eager_engine, "restarted", "Hi"))
     assert isinstance(restarted, Finished) and restarted.metrics.generated_tokens == 32
+
+
+def test_on_cpu_the_optimized_path_stops_drafting_above_four_running_requests(
+    tiny_source: ModelSource,
+) -> None:
+
+    spec = engine_config(EngineProfile.optimized(), tiny_source, EngineSettings()).args["speculative_config"]
+    assert spec.value["num_speculative_tokens_per_batch_size"] == [[1, 4, 2], [5, 65536, 0]]
+    assert "off above 4 running requests" in spec.reason

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from app.commands.ask import settings_from_args
 from backend import paths
-from backend.bench.bench import WORKLOAD_NAMES, BenchOptions, run_bench
+from backend.bench.bench import WORKLOAD_NAMES, BenchOptions, default_requests, run_bench
 from backend.engine_factory import resolve_model
 from backend.engine_log import capture_stderr
 from backend.model_source import ModelSource, generated_model
@@ -39,7 +39,7 @@ def run_bench_command(args: argparse.Namespace) -> int:
     source, extra = bench_source(args)
     options = BenchOptions(
         workloads=tuple(args.workload or WORKLOAD_NAMES),
-        requests=args.requests,
+        requests=args.requests or default_requests(),
         max_tokens=args.max_tokens,
         peer=not args.no_peer,
         dummy_weights=args.dummy_weights,

@@ -37,15 +37,23 @@ class BenchOptions:
     """Requests submitted at once in ``throughput``."""
     single_requests: int = 3
     conversations: int = 2
-    chat_turns: int = 3
-    max_tokens: int = 64
+    chat_turns: int = 2
+    max_tokens: int = 32
     chat_max_tokens: int = 32
+    media_per_kind: int = 1
     peer: bool = True
     dummy_weights: bool = False
     roof_seconds: float = 1.0
     paths: tuple[str, ...] = ("baseline", "optimized")
     extra_args: dict[str, Argument] = field(default_factory=dict)
     """Added to every path's vLLM arguments (tests use it; ``--dummy-weights`` sets load_format)."""
+
+
+def default_requests() -> int:
+    """Throughput's concurrency, sized for the hardware: a GPU batches far more than two CPU cores."""
+    from backend.profiles import on_gpu
+
+    return 64 if on_gpu() else 8
 
 
 def model_threads(settings: Settings) -> int:
@@ -62,9 +70,12 @@ def prompt_sets(workloads: Workloads, options: BenchOptions) -> dict[str, list[B
     repeated = [throughput[i % len(throughput)] for i in range(options.requests)]
     unique = [replace(p, id=f"{p.id}#{i}") for i, p in enumerate(repeated)]
     single = throughput[-options.single_requests :]
+    chosen = []
+    for kind in dict.fromkeys(m.media.kind for m in workloads.media):
+        chosen += [m for m in workloads.media if m.media.kind == kind][: options.media_per_kind]
     media = [
         BenchPrompt(m.id, (ChatMessage("user", m.text, media=(m.media.kind,)),), m.multi_modal_data())  # type: ignore[arg-type]
-        for m in workloads.media
+        for m in chosen
     ]
     return {"throughput": unique, "single": single, "media": media}
 
