@@ -66,9 +66,11 @@ class Conversation:
         for t in self.turns:
             kinds: tuple[MediaKind, ...] = tuple(a.kind for a in t.attachments)  # type: ignore[misc]
             transcript = t.extra.get("transcript")
+            text = t.text
             if t.role != "user" and isinstance(transcript, list):
                 out.extend(transcript_from_json(transcript))  # the turn's tool calls and responses
-            out.append(ChatMessage("user" if t.role == "user" else "assistant", t.text, media=kinds))
+                text = str(t.extra.get("final_text", t.text))  # earlier steps' text is in the transcript
+            out.append(ChatMessage("user" if t.role == "user" else "assistant", text, media=kinds))
         return out
 
     def attachments(self) -> list[Attachment]:

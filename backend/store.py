@@ -164,16 +164,6 @@ class ChatStore:
         rows = self._db.execute(sql + " ORDER BY c.updated DESC", params).fetchall()
         return [ChatSummary(*row) for row in rows]
 
-    def search_messages(self, query: str, limit: int = 10) -> list[tuple[str, StoredMessage]]:
-        """Messages whose text contains ``query`` (case-insensitive), newest first, with chat titles."""
-        rows = self._db.execute(
-            "SELECT c.title, m.id, m.chat_id, m.parent_id, m.role, m.text, m.path, m.metrics,"
-            " m.attachments, m.extra FROM messages m JOIN chats c ON c.id = m.chat_id"
-            " WHERE m.text LIKE ? ORDER BY m.id DESC LIMIT ?",
-            (f"%{query}%", limit),
-        ).fetchall()
-        return [(row[0], _message(row[1:])) for row in rows]
-
     def chat(self, chat_id: int) -> ChatSummary:
         row = self._db.execute(
             "SELECT id, title, system_prompt, updated FROM chats WHERE id = ?", (chat_id,)

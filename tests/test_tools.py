@@ -22,6 +22,7 @@ from backend.tools.registry import ToolRegistry
 from backend.tools.runner import ToolRunner
 from backend.tools.sandbox import Sandbox, SandboxError
 from backend.tools.spec import Tool, ToolArgumentsError, ToolCall, tool
+from backend.tools.timeline import timeline_line
 from tests.fake_engine import FakeEngine
 
 
@@ -88,7 +89,8 @@ def test_calculator_computes(expression: str, value: float) -> None:
 
 
 @pytest.mark.parametrize(
-    "expression", ["__import__('os').system('true')", "open('x')", "1/0", "9 ** 99999", "x + 1", "2 +"]
+    "expression",
+    ["__import__('os').system('true')", "open('x')", "1/0", "9 ** 99999", "x + 1", "2 +", "(10**9999)**9999"],
 )
 def test_calculator_refuses_anything_else(expression: str) -> None:
     with pytest.raises(CalculationError):
@@ -277,6 +279,21 @@ async def test_approval_once_always_and_deny(tmp_path: Path) -> None:
     assert every.approver.asked == ["calculator", "calculator"]  # type: ignore[union-attr]
 
 
+async def test_a_result_json_cannot_write_becomes_text(tmp_path: Path) -> None:
+    record = await _runner(tmp_path).run(ToolCall("calculator", {"expression": "10 ** 5000"}), 1)
+    assert record.ok and record.result == "<an integer of 16610 bits>"
+    assert "16610 bits" in timeline_line(record)
+
+
+async def test_a_hung_tool_does_not_outlive_its_timeout_in_a_joined_thread(tmp_path: Path) -> None:
+    import threading
+
+    record = await _runner(tmp_path, _slow()).run(ToolCall("slow", {"seconds": 1.0}), 1)
+    assert record.status == "timeout"
+    hung = [t for t in threading.enumerate() if t.name == "gemma-chat-tool"]
+    assert hung and all(t.daemon for t in hung), "a daemon thread: exit does not wait for it"
+
+
 async def test_a_cache_runs_each_distinct_call_once(tmp_path: Path) -> None:
     calls: list[int] = []
 
@@ -337,6 +354,7 @@ async def test_loop_runs_several_calls_then_answers(tmp_path: Path) -> None:
     second_prompt = engine.requests[1].prompt
     assert "<tool:calculator>" in second_prompt and "{'result': 42}" in second_prompt
     assert [m.role for m in turn.transcript] == ["assistant", "tool", "tool"]
+    assert turn.final_text == "It is 42."
 
 
 async def test_loop_stops_at_the_step_limit(tmp_path: Path) -> None:
@@ -347,6 +365,9 @@ async def test_loop_stops_at_the_step_limit(tmp_path: Path) -> None:
     assert any(isinstance(e, StepLimitReached) for e in events)
     assert isinstance(events[-1], Finished) and "step limit" in events[-1].text
     assert len(engine.requests) == 3
+    assert [r.status for r in turn.records] == ["ok", "ok", "skipped"], (
+        "the model could not read a 4th result"
+    )
 
 
 async def test_cancel_while_a_tool_runs_stops_the_loop(tmp_path: Path) -> None:

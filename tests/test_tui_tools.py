@@ -60,6 +60,7 @@ async def test_a_tool_call_shows_a_timeline_block_and_tool_time(tmp_path: Path) 
         # the next turn's prompt still holds the call and its result (kept in the history)
         await send(app, pilot, "And doubled?")
         assert "{'result': 42}" in engines["optimized"].requests[-1].prompt
+        assert engines["optimized"].requests[-1].prompt.count("Let me compute.") == 1, "no text twice"
     store = ChatStore(tmp_path / "history.db")
     chat = store.last_chat()
     assert chat is not None

@@ -75,7 +75,7 @@ def run_ask(args: argparse.Namespace) -> int:
             runner = tool_runner(settings, _approver(args, console), args.allow_dir)
             for warning in runner.registry.warnings:
                 console.write(f"gemma-chat: {warning}\n")
-        code = asyncio.run(_ask(engines, messages, attachments, args, out, runner))
+        code = asyncio.run(_ask(engines, messages, attachments, args, out, runner, settings))
         if isinstance(out, JsonReport):
             out.emit()
         return code
@@ -141,6 +141,7 @@ async def _ask(
     args: argparse.Namespace,
     out: JsonReport | TextPrinter,
     runner: ToolRunner | None,
+    settings: Settings,
 ) -> int:
     def progress(stage: str) -> None:
         out.progress(stage)
@@ -157,7 +158,10 @@ async def _ask(
         def run_turn(path: str, engine: Engine) -> AsyncIterator[Any]:
             if runner is None:
                 return engine.stream(requests(messages, []))
-            return ToolTurn(engine, runner, messages, requests, cache=cache).run()
+            limits = settings.tools
+            return ToolTurn(
+                engine, runner, messages, requests, limits.max_steps, limits.max_result_chars, cache
+            ).run()
 
         if len(engines) == 2:
             return await _compare(engines[0], engines[1], requests.renderer, run_turn, out)

@@ -26,6 +26,7 @@ class TextPrinter:
         self.stream = VisibleStream()
         self.records: list[ToolRecord] = []
         self.headed: set[str] = set()
+        self.after_tool = False
 
     def progress(self, stage: str) -> None:
         self.console.write(f"gemma-chat: {stage}\n")
@@ -41,12 +42,17 @@ class TextPrinter:
             self.headed.add(path)
             sys.stdout.write(f"── {path}:\n")
         elif isinstance(event, Delta):
-            sys.stdout.write(self.stream.feed(event.text))
+            piece = self.stream.feed(event.text)
+            if piece and self.after_tool:  # the answer starts below the timeline lines
+                piece = "\n" + piece.lstrip("\n")
+                self.after_tool = False
+            sys.stdout.write(piece)
             sys.stdout.flush()
         elif isinstance(event, ToolStarted):
             self.stream.next_step()
         elif isinstance(event, ToolFinished):
             self.records.append(event.record)
+            self.after_tool = True
             sys.stdout.write(f"\n  {timeline_line(event.record)}")
             sys.stdout.flush()
         elif isinstance(event, StepLimitReached):
@@ -56,7 +62,7 @@ class TextPrinter:
             line = event.metrics.summary_line() + (f" · {tools}" if tools else "")
             stopped = " · stopped" if isinstance(event, Cancelled) else ""
             sys.stdout.write(f"\n── {path}: {line}{stopped}\n")
-            self.stream, self.records = VisibleStream(), []
+            self.stream, self.records, self.after_tool = VisibleStream(), [], False
             return 0
         elif isinstance(event, Failed):
             self.console.write(f"\ngemma-chat: {event.message}\n")

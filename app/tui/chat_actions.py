@@ -38,6 +38,9 @@ class ChatActions:
             await self._show_chat(None)
 
     def action_chats(self) -> None:
+        if self.turn_state is not None:
+            self.notify("A reply is still running: press Esc to stop it first.", severity="warning")
+            return
         if self.store is None:
             self.notify("History is unavailable (see the earlier error).", severity="error")
             return

@@ -181,6 +181,7 @@ def _tool_extra(turn: ToolTurn | None) -> dict[str, object]:
     return {
         "tools": [r.to_json() for r in turn.records],
         "tool_seconds": round(turn.tool_seconds, 4),
+        "final_text": turn.final_text,
         "transcript": transcript_to_json(turn.transcript),
     }
 

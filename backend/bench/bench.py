@@ -216,7 +216,10 @@ async def run_bench(
     dtype = settings.engine.dtype if settings.engine.dtype != "auto" else _config_dtype(source)
     threads = model_threads(settings)
     progress("measuring this machine's roofs", 0, 1)
-    roofs = await asyncio.to_thread(measure_roofs, dtype, threads, "cpu", options.roof_seconds)
+    from backend.profiles import on_gpu
+
+    device = "cuda" if on_gpu() else "cpu"
+    roofs = await asyncio.to_thread(measure_roofs, dtype, threads, device, options.roof_seconds)
     progress("measuring this machine's roofs", 1, 1)
     paths: dict[str, PathRun] = {}
     for path in options.paths:

@@ -101,15 +101,20 @@ def _list_directory(context: ToolContext) -> Tool:
 def _search_history(context: ToolContext) -> Tool:
     def search_history(query: str, limit: int = 5) -> list[dict[str, str]]:
         """Search the user's saved chats for messages containing the query text."""
-        from backend.store import ChatStore
+        import sqlite3
 
         if context.history_path is None or not context.history_path.exists():
             return []
-        store = ChatStore(context.history_path)
+        # read-only, and never through ChatStore (which moves an unreadable database aside)
+        db = sqlite3.connect(f"file:{context.history_path}?mode=ro", uri=True, timeout=2)
         try:
-            found = store.search_messages(query, max(1, min(limit, 20)))
+            rows = db.execute(
+                "SELECT c.title, m.role, m.text FROM messages m JOIN chats c ON c.id = m.chat_id"
+                " WHERE m.text LIKE ? ORDER BY m.id DESC LIMIT ?",
+                (f"%{query}%", max(1, min(limit, 20))),
+            ).fetchall()
         finally:
-            store.close()
-        return [{"chat": title, "role": m.role, "text": m.text[:300]} for title, m in found]
+            db.close()
+        return [{"chat": title, "role": role, "text": text[:300]} for title, role, text in rows]
 
     return Tool.from_function(search_history, timeout_s=5.0)

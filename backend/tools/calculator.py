@@ -37,6 +37,9 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {
 _CONSTANTS = {"pi": math.pi, "e": math.e, "tau": math.tau}
 _MAX_EXPONENT = 10_000
 _MAX_LENGTH = 500
+_MAX_BITS = 100_000
+"""Integers beyond this many bits are refused: big-int arithmetic holds the GIL (no timeout can
+interrupt it) and a result past 4300 digits cannot even be printed as JSON."""
 
 
 class CalculationError(ValueError):
@@ -59,6 +62,12 @@ def evaluate(expression: str) -> int | float:
         raise CalculationError(f"cannot compute {expression!r}: {error}") from None
 
 
+def _checked(value: Any) -> Any:
+    if isinstance(value, int) and value.bit_length() > _MAX_BITS:
+        raise CalculationError("the result is too large")
+    return value
+
+
 def _eval(node: ast.AST) -> Any:
     if isinstance(node, ast.Constant) and type(node.value) in (int, float):
         return node.value
@@ -66,9 +75,16 @@ def _eval(node: ast.AST) -> Any:
         return _CONSTANTS[node.id]
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
         left, right = _eval(node.left), _eval(node.right)
-        if isinstance(node.op, ast.Pow) and abs(right) > _MAX_EXPONENT:
-            raise CalculationError(f"the exponent {right} is too large")
-        return _BINARY[type(node.op)](left, right)
+        if isinstance(node.op, ast.Pow):
+            if abs(right) > _MAX_EXPONENT:
+                raise CalculationError(f"the exponent {right} is too large")
+            if (
+                isinstance(left, int)
+                and isinstance(right, int)
+                and left.bit_length() * abs(right) > _MAX_BITS
+            ):
+                raise CalculationError("the result would be too large")
+        return _checked(_BINARY[type(node.op)](left, right))
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
         return _UNARY[type(node.op)](_eval(node.operand))
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS:

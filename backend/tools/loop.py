@@ -16,6 +16,7 @@ from typing import Any
 
 from backend.chat import ChatMessage
 from backend.engine import Cancelled, Engine, EngineRequest, Failed, Finished, TurnEvent
+from backend.errors import GemmaChatError
 from backend.metrics import TurnMetrics, combine_metrics
 from backend.tools.gemma_format import ParsedOutput, parse_output
 from backend.tools.runner import ToolRecord, ToolRunner
@@ -62,6 +63,9 @@ class ToolTurn:
     """The request streaming now (``abort`` it to stop the model)."""
     tool_seconds: float = 0.0
     cancelled: bool = False
+    final_text: str = ""
+    """The last step's text alone (earlier steps' text is in ``transcript``): the history keeps it
+    as the turn's closing message, so no text reaches the model twice."""
 
     def cancel(self) -> None:
         """Stop at the next boundary (the caller also aborts ``request_id`` to stop the model now)."""
@@ -74,7 +78,13 @@ class ToolTurn:
         step_metrics: list[TurnMetrics] = []
         first_id = ""
         for step in range(1, self.max_steps + 1):
-            request = self.build_request(self.messages + self.transcript, declarations)
+            try:
+                request = self.build_request(self.messages + self.transcript, declarations)
+            except GemmaChatError as error:  # e.g. tool results pushed the prompt past the window
+                if step == 1:
+                    raise
+                yield Failed(first_id, f"{error.problem} (after the tool results of step {step - 1})")
+                return
             self.request_id = request.request_id
             first_id = first_id or request.request_id
             final: Finished | Cancelled | Failed | None = None
@@ -89,6 +99,7 @@ class ToolTurn:
             token_ids.extend(final.token_ids)
             step_metrics.append(final.metrics)
             parsed = parse_output(final.text)
+            self.final_text = parsed.content
             if parsed.content:
                 shown.append(parsed.content)
             if isinstance(final, Cancelled) or self.cancelled:
@@ -98,18 +109,22 @@ class ToolTurn:
                 metrics = combine_metrics(step_metrics)
                 yield Finished(first_id, _joined(shown), tuple(token_ids), metrics, final.finish_reason)
                 return
-            async for tool_event in self._run_calls(step, parsed):
+            last = step == self.max_steps
+            async for tool_event in self._run_calls(step, parsed, skip=last):
                 yield tool_event
             if self.cancelled:
                 yield Cancelled(first_id, _joined(shown), tuple(token_ids), combine_metrics(step_metrics))
                 return
         yield StepLimitReached(self.max_steps)
-        shown.append(f"(stopped after {self.max_steps} tool steps: the step limit)")
+        self.final_text = f"(stopped after {self.max_steps} tool steps: the step limit)"
+        shown.append(self.final_text)
         yield Finished(
             first_id, _joined(shown), tuple(token_ids), combine_metrics(step_metrics), "tool_steps"
         )
 
-    async def _run_calls(self, step: int, parsed: ParsedOutput) -> AsyncIterator[ToolEvent]:
+    async def _run_calls(self, step: int, parsed: ParsedOutput, skip: bool) -> AsyncIterator[ToolEvent]:
+        """Run the step's calls in order (``skip``: the last allowed step — the model could not read
+        the results, so none runs)."""
         calls = [
             {"type": "function", "function": {"name": c.name or "unknown", "arguments": c.arguments}}
             for c in parsed.calls
@@ -122,6 +137,9 @@ class ToolTurn:
                 record = ToolRecord(
                     step, call.name, call.arguments, "cancelled", message="stopped by the user"
                 )
+            elif skip:
+                message = f"not run: the step limit ({self.max_steps}) was reached"
+                record = ToolRecord(step, call.name, call.arguments, "skipped", message=message)
             else:
                 record = await self._run_one(call, step)
             self.tool_seconds += 0.0 if record.reused else record.duration_s

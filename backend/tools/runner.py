@@ -9,7 +9,9 @@ reads next, so it can correct itself. Nothing here raises for a bad call.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
@@ -21,7 +23,15 @@ from backend.tools.registry import ToolRegistry
 from backend.tools.spec import Tool, ToolArgumentsError, ToolCall
 
 Status = Literal[
-    "ok", "error", "denied", "unknown_tool", "invalid_arguments", "malformed", "timeout", "cancelled"
+    "ok",
+    "error",
+    "denied",
+    "unknown_tool",
+    "invalid_arguments",
+    "malformed",
+    "timeout",
+    "cancelled",
+    "skipped",
 ]
 Decision = Literal["once", "always", "deny"]
 ApprovalPolicy = Literal["side-effects", "every-call", "never"]
@@ -119,7 +129,9 @@ class ToolRunner:
         try:
             arguments = tool.validate(call.arguments)
         except ToolArgumentsError as error:
-            return ToolRecord(step, call.name, call.arguments, "invalid_arguments", message=str(error))
+            return ToolRecord(
+                step, call.name, json_safe(call.arguments), "invalid_arguments", message=str(error)
+            )
         key = call_key(tool.name, arguments)
         if cache is not None and key in cache:
             return replace(cache[key], step=step, reused=True)
@@ -130,7 +142,11 @@ class ToolRunner:
                 self.always_allowed.add(tool.name)
         if decision == "deny":
             record = ToolRecord(
-                step, tool.name, arguments, "denied", message=f"the user did not allow {tool.name} to run"
+                step,
+                tool.name,
+                json_safe(arguments),
+                "denied",
+                message=f"the user did not allow {tool.name} to run",
             )
         else:
             record = await self._execute(tool, arguments, step)
@@ -149,25 +165,54 @@ class ToolRunner:
         return replace(record, duration_s=time.perf_counter() - started)
 
     async def _call(self, tool: Tool, arguments: dict[str, Any], step: int) -> ToolRecord:
+        shown = json_safe(arguments)
         try:
-            value = await asyncio.wait_for(asyncio.to_thread(tool.function, **arguments), tool.timeout_s)
+            value = await asyncio.wait_for(_in_daemon_thread(tool.function, arguments), tool.timeout_s)
         except TimeoutError:
-            return ToolRecord(
-                step,
-                tool.name,
-                arguments,
-                "timeout",
-                message=f"{tool.name} did not finish within {tool.timeout_s:g} s",
-            )
+            message = f"{tool.name} did not finish within {tool.timeout_s:g} s"
+            return ToolRecord(step, tool.name, shown, "timeout", message=message)
         except asyncio.CancelledError:
             raise
         except Exception as error:  # a tool's own failure goes back to the model, never up
-            return ToolRecord(step, tool.name, arguments, "error", message=_describe(error))
+            return ToolRecord(step, tool.name, shown, "error", message=_describe(error))
+        return ToolRecord(step, tool.name, shown, "ok", result=json_safe(value))
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` as plain JSON data (pydantic's conversion); text if even that cannot be written."""
+    try:
+        plain = to_jsonable_python(value)
+        json.dumps(plain)
+        return plain
+    except (ValueError, TypeError, OverflowError):
+        text = repr(value) if not isinstance(value, int) else f"<an integer of {value.bit_length()} bits>"
+        return text[:2000]
+
+
+def _in_daemon_thread(function: Callable[..., Any], arguments: dict[str, Any]) -> asyncio.Future[Any]:
+    """Run a tool in a daemon thread: one that outlives its timeout cannot keep the process alive
+    (``asyncio.to_thread``'s executor is joined at exit, so a hung plug-in would hang ``ask``)."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+
+    def run() -> None:
         try:
-            result = to_jsonable_python(value)
-        except Exception:
-            result = str(value)
-        return ToolRecord(step, tool.name, arguments, "ok", result=result)
+            result, error = function(**arguments), None
+        except BaseException as raised:  # delivered to the awaiting coroutine
+            result, error = None, raised
+        with contextlib.suppress(RuntimeError):  # the loop has closed (the turn was abandoned)
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=run, name="gemma-chat-tool", daemon=True).start()
+    return future
 
 
 def _describe(error: Exception) -> str:

@@ -16,6 +16,7 @@ STATUS_MARKS = {
     "malformed": "✗",
     "timeout": "⏱",
     "cancelled": "■",
+    "skipped": "–",
 }
 
 

@@ -1,0 +1,54 @@
+"""What ``gemma-chat ask`` prints for a tool-calling turn (events as the tool loop yields them;
+tests/test_tools_engine.py produces the same events from vLLM)."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from app.commands.ask_output import JsonReport, TextPrinter
+from backend.engine import Delta, Finished, Started
+from backend.metrics import TurnMetrics
+from backend.tools.gemma_format import format_call
+from backend.tools.loop import ToolFinished, ToolStarted
+from backend.tools.runner import ToolRecord
+from backend.tools.spec import ToolCall
+
+CALL = ToolCall("calculator", {"expression": "6 * 7"})
+RECORD = ToolRecord(1, "calculator", {"expression": "6 * 7"}, "ok", result=42, duration_s=0.0004)
+METRICS = TurnMetrics(prompt_tokens=20, generated_tokens=12, ttft_s=0.05, decode_tokens_per_s=50.0, e2e_s=0.3)
+EVENTS = [
+    Started("r"),
+    Delta("r", "Let me compute.", (1,)),
+    Delta("r", format_call("calculator", CALL.arguments) + "<|tool_response>", (2,)),
+    ToolStarted(1, 0, CALL),
+    ToolFinished(0, RECORD),
+    Delta("r", "It is 42.", (3,)),
+    Delta("r", "<turn|>", (4,)),
+    Finished("r", "Let me compute.\n\nIt is 42.", (1, 2, 3, 4), METRICS, "stop"),
+]
+
+
+def test_text_output_streams_the_answer_and_a_timeline_line(capsys: pytest.CaptureFixture[str]) -> None:
+    printer = TextPrinter(io.StringIO())
+    codes = [printer.event("optimized", e) for e in EVENTS]
+    assert codes[-1] == 0 and all(c is None for c in codes[:-1])
+    out = capsys.readouterr().out
+    assert "<|tool_call>" not in out and "<turn|>" not in out
+    assert out.startswith('Let me compute.\n  ✓ calculator(expression="6 * 7") → 42 · 0 ms')
+    assert "→ 42 · 0 ms\nIt is 42." in out
+    assert out.rstrip().splitlines()[-1].endswith("· tools 0 ms (1 call)")
+
+
+def test_json_output_has_the_timeline(capsys: pytest.CaptureFixture[str]) -> None:
+    report = JsonReport([])
+    for event in EVENTS:
+        report.event("optimized", event)
+    report.emit()
+    doc = json.loads(capsys.readouterr().out)
+    path = doc["paths"]["optimized"]
+    assert path["reply"] == "Let me compute.\n\nIt is 42."
+    assert path["tools"] == [RECORD.to_json()]
+    assert path["tools"][0]["result"] == 42 and path["tool_seconds"] == 0.0004
