@@ -111,9 +111,6 @@ class ToolRunner:
 
     async def run(self, call: ToolCall, step: int, cache: dict[str, ToolRecord] | None = None) -> ToolRecord:
         """The call's record; its duration is the tool's own run time (not the approval wait)."""
-        return await self._run(call, step, cache)
-
-    async def _run(self, call: ToolCall, step: int, cache: dict[str, ToolRecord] | None) -> ToolRecord:
         if call.error:
             return ToolRecord(step, call.name or "?", {}, "malformed", message=call.error)
         tool = self.registry.get(call.name)
