@@ -173,6 +173,7 @@ def run_peer(
     options: BenchOptions,
     rendered: dict[str, list[str]],
     progress: Progress,
+    dtype: str,
 ) -> PeerRun | None:
     """transformers' ``generate`` on ``throughput`` (one batch) and ``single`` (one at a time)."""
     from backend.bench.peer import run_transformers_generate, run_transformers_single
@@ -180,7 +181,6 @@ def run_peer(
     wanted = [w for w in ("throughput", "single") if w in options.workloads and rendered.get(w)]
     if not options.peer or not wanted:
         return None
-    dtype = settings.engine.dtype if settings.engine.dtype != "auto" else _config_dtype(source)
     threads = model_threads(settings)
     peer = PeerRun(dtype=dtype, threads=threads)
     if "throughput" in wanted:
@@ -199,10 +199,11 @@ def run_peer(
     return peer
 
 
-def _config_dtype(source: ModelSource) -> str:
-    config = json.loads((source.path / "config.json").read_text())
-    dtype = config.get("dtype") or config.get("torch_dtype") or config.get("text_config", {}).get("dtype")
-    return str(dtype or "bfloat16")
+def bench_dtype(settings: Settings, config: dict[str, Any]) -> str:
+    """The dtype every path (and the peer) computes in: the setting, or the checkpoint's own."""
+    from backend.bench.costs import config_dtype
+
+    return settings.engine.dtype if settings.engine.dtype != "auto" else config_dtype(config)
 
 
 async def run_bench(
@@ -213,7 +214,7 @@ async def run_bench(
 
     workloads = load_workloads()
     config = json.loads((source.path / "config.json").read_text())
-    dtype = settings.engine.dtype if settings.engine.dtype != "auto" else _config_dtype(source)
+    dtype = bench_dtype(settings, config)
     threads = model_threads(settings)
     progress("measuring this machine's roofs", 0, 1)
     from backend.profiles import on_gpu
@@ -225,7 +226,7 @@ async def run_bench(
     for path in options.paths:
         paths[path] = await run_path(path, source, settings, options, workloads, progress, log_dir)
     rendered = _rendered_prompts(source, workloads, options)
-    peer = await asyncio.to_thread(run_peer, source, settings, options, rendered, progress)
+    peer = await asyncio.to_thread(run_peer, source, settings, options, rendered, progress, dtype)
     return BenchReport.build(source, settings, options, roofs, model_costs(config, dtype), paths, peer)
 
 

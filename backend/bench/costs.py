@@ -94,7 +94,7 @@ def model_costs(config: Mapping[str, Any], dtype: str | None = None) -> ModelCos
         raise ValueError(f"not a Gemma 4 text config: missing {', '.join(missing)}")
     if text.get("enable_moe_block") or text.get("num_experts"):
         raise ValueError("Gemma 4 mixture-of-experts configs are not supported by model_costs")
-    dtype = dtype or _config_dtype(config)
+    dtype = dtype or config_dtype(config)
     if dtype not in DTYPE_BYTES:
         raise ValueError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPE_BYTES)}")
 
@@ -119,7 +119,7 @@ def model_costs(config: Mapping[str, Any], dtype: str | None = None) -> ModelCos
     )
 
 
-def _config_dtype(config: Mapping[str, Any]) -> str:
+def config_dtype(config: Mapping[str, Any]) -> str:
     text = config.get("text_config", {})
     for source in (config, text):
         for key in ("dtype", "torch_dtype"):
