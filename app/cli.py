@@ -82,6 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_flags(ask)
 
     profiles = commands.add_parser("profiles", help="print each engine path's vLLM arguments and why")
+    profiles.add_argument(
+        "--measure",
+        action="store_true",
+        help="first measure which speculation (MTP, ngram or none, and how many drafts) is fastest "
+        "for this model here; the optimized path uses the choice from then on (a few minutes)",
+    )
     _add_model_flags(profiles)
 
     bench = commands.add_parser(
@@ -106,6 +112,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("--max-tokens", type=int, default=32, help="tokens per request (default 32)")
     bench.add_argument("--no-peer", action="store_true", help="skip transformers' generate")
+    bench.add_argument(
+        "--measure-speculation",
+        action="store_true",
+        help="measure the optimized path's speculation first (as `profiles --measure` does)",
+    )
     bench.add_argument("--json", metavar="FILE", help="write the whole report as JSON")
     bench.add_argument("--markdown", metavar="FILE", help="write the table as Markdown")
     _add_model_flags(bench)
@@ -114,6 +125,19 @@ def build_parser() -> argparse.ArgumentParser:
     make.add_argument("out", help="output directory (gets model/ and drafter/)")
     make.add_argument("--size", choices=("tiny", "bench"), default="tiny", help="tiny (tests) or bench")
     make.add_argument("--seed", type=int, default=0, help="same seed, same bytes")
+
+    train = commands.add_parser(
+        "train-demo",
+        help="train the demo model and its MTP drafter on the Python standard library (CPU, about an hour)",
+    )
+    train.add_argument(
+        "out", help="output directory (gets model/, drafter/, the manifest, and work/ to resume from)"
+    )
+    train.add_argument("--minutes", type=float, default=45.0, help="model training budget (default 45)")
+    train.add_argument(
+        "--drafter-minutes", type=float, default=15.0, help="drafter distillation budget (default 15)"
+    )
+    train.add_argument("--seed", type=int, default=0, help="corpus split and initialisation seed (default 0)")
     return parser
 
 
@@ -143,6 +167,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from app.commands.make_model import run_make_model
 
             return run_make_model(args)
+        if args.command == "train-demo":
+            from app.commands.train_demo import run_train_demo
+
+            return run_train_demo(args)
     except GemmaChatError as error:
         print(f"gemma-chat: {error.problem}", file=sys.stderr)
         if error.fix:

@@ -30,6 +30,8 @@ class TurnMetrics:
     drafted_tokens: int | None = None
     accepted_tokens: int | None = None
     mean_acceptance_length: float | None = None
+    acceptance_histogram: tuple[int, ...] | None = None
+    """Speculative steps that accepted 0, 1, 2, ... drafts."""
     kv_cache_usage: float | None = None
 
     def summary_line(self) -> str:
@@ -111,6 +113,7 @@ def _with_speculation(metrics: TurnMetrics, spec: Any) -> TurnMetrics:
         drafted_tokens=int(spec.num_draft_tokens),
         accepted_tokens=accepted,
         mean_acceptance_length=1 + accepted / steps if steps else None,
+        acceptance_histogram=tuple(int(count) for count in histogram),
     )
 
 

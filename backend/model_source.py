@@ -15,12 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backend import paths
+from backend.assets import ASSETS
 from backend.errors import ModelNotFound, NotACheckpoint
 
 DEFAULT_MODEL = "google/gemma-4-E2B-it"
 DEFAULT_DRAFTER = "google/gemma-4-E2B-it-assistant"
 GENERATED_MANIFEST = "gemma-chat-checkpoint.json"
 DEMO_SIZE, DEMO_SEED = "tiny", 0
+DEMO_NAME = "demo (10M-parameter Gemma 4 trained on Python's standard library)"
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,28 @@ class ModelSource:
         if config.get("audio_config"):
             kinds.add("audio")
         return frozenset(kinds)
+
+
+def generated_manifest(model: str | None, demo: bool) -> dict[str, object]:
+    """The manifest of a checkpoint gemma-chat made (``{}`` for any other model), without downloading."""
+    if demo:
+        candidates = [ASSETS / "demo"]
+    elif model:
+        local = Path(model).expanduser()
+        candidates = [local, local.parent]
+    else:
+        return {}
+    for root in candidates:
+        try:
+            return dict(json.loads((root / GENERATED_MANIFEST).read_text()))
+        except (OSError, ValueError):
+            continue
+    return {}
+
+
+def calls_tools(model: str | None, demo: bool) -> bool:
+    """False for a checkpoint trained without tool calls (the demo model): its prompts leave tools out."""
+    return generated_manifest(model, demo).get("tool_calling", True) is not False
 
 
 def _looks_like_hub_id(model: str) -> bool:
@@ -118,7 +142,13 @@ def resolve(model: str | None, demo: bool = False) -> ModelSource:
 
 
 def demo_model() -> ModelSource:
-    """The generated demo checkpoint, made on first use (a few seconds)."""
+    """The trained demo model shipped in ``assets/demo`` (``gemma-chat train-demo``).
+
+    Without it (a trimmed install) the random tiny checkpoint stands in, named as such.
+    """
+    shipped = ASSETS / "demo"
+    if (shipped / GENERATED_MANIFEST).is_file() and (shipped / "model" / "config.json").is_file():
+        return ModelSource(path=shipped / "model", drafter=shipped / "drafter", name=DEMO_NAME)
     return generated_model(DEMO_SIZE, DEMO_SEED, f"demo ({DEMO_SIZE}, random weights)")
 
 

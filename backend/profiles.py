@@ -20,6 +20,7 @@ from typing import Any, Literal
 from backend import vllm_env
 from backend.model_source import ModelSource
 from backend.settings import EngineSettings, default_max_model_len
+from backend.speculation import SpeculationChoice, choice_key, stored_choice
 
 ProfileName = Literal["baseline", "optimized", "eager"]
 PROFILE_NAMES: tuple[ProfileName, ...] = ("baseline", "optimized", "eager")
@@ -76,6 +77,8 @@ class EngineConfig:
     profile: EngineProfile
     args: dict[str, Argument] = field(default_factory=dict)
     env: dict[str, Argument] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    """What shaped the arguments beyond them (a measured speculation choice)."""
 
     def engine_kwargs(self) -> dict[str, Any]:
         return {name: arg.value for name, arg in self.args.items()}
@@ -98,14 +101,28 @@ def _speculative(profile: EngineProfile, source: ModelSource) -> tuple[dict[str,
     if profile.speculation == "mtp" and source.drafter is not None and _drafter_runs_here(source):
         spec = {"model": str(source.drafter), "num_speculative_tokens": profile.num_speculative_tokens}
         return spec, f"MTP drafter {source.drafter.name}: exact, speeds up one request"
+    # ngram asked for by name keeps its count; as the drafter's stand-in it drafts at least 4
+    drafts = profile.num_speculative_tokens
     spec = {
         "method": "ngram",
-        "num_speculative_tokens": max(profile.num_speculative_tokens, 4),
+        "num_speculative_tokens": drafts if profile.speculation == "ngram" else max(drafts, 4),
         "prompt_lookup_min": 2,
         "prompt_lookup_max": 5,
     }
     why = "no MTP drafter for this model" if source.drafter is None else "the drafter cannot run here"
     return spec, f"ngram prompt lookup ({why}): exact, no extra weights"
+
+
+def _measured(choice: SpeculationChoice, source: ModelSource) -> tuple[dict[str, Any], str] | None:
+    """The speculative config a measured choice stands for (None: measured slower than none)."""
+    if choice.method == "none":
+        return None
+    measured = EngineProfile("optimized", "measured", choice.method, choice.drafts)  # type: ignore[arg-type]
+    spec = _speculative(measured, source)
+    if spec is None:
+        return None
+    config, why = spec
+    return config, f"{why}; {choice.method} with {choice.drafts} drafts, measured fastest here"
 
 
 CPU_SPECULATION_MAX_BATCH = 4
@@ -168,6 +185,16 @@ def engine_config(
     if profile.enforce_eager:
         args["enforce_eager"] = Argument(True, "no torch.compile (diagnosis profile)")
     speculative = _speculative(profile, source)
+    notes: tuple[str, ...] = ()
+    if profile == EngineProfile.optimized():
+        choice = stored_choice(choice_key(source, settings, gpu))
+        if choice is not None:
+            speculative = _measured(choice, source)
+            notes = (choice.describe(),)
+        else:
+            notes = (
+                "speculation not measured for this model here: `gemma-chat profiles --measure` picks it",
+            )
     if speculative is not None:
         spec, why = speculative
         if not gpu:
@@ -181,7 +208,7 @@ def engine_config(
             "run the model on every core (opt-in: faster, but in bfloat16 it changed greedy tokens "
             "on 3 of 19 parity prompts)",
         )
-    return EngineConfig(profile=profile, args=args, env=env)
+    return EngineConfig(profile=profile, args=args, env=env, notes=notes)
 
 
 def apply_env(config: EngineConfig) -> dict[str, str | None]:

@@ -24,6 +24,7 @@ from backend.engine_factory import make_engine, resolve_model
 from backend.engine_log import capture_stderr
 from backend.errors import GemmaChatError, PromptTooLong
 from backend.media.attachment import Attachment, AttachmentError, load_attachments
+from backend.model_source import calls_tools
 from backend.settings import Settings, load_settings
 from backend.tools.loop import ToolTurn
 from backend.tools.runner import Decision, ToolRecord, ToolRunner
@@ -36,7 +37,8 @@ COMPARE = "compare"
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
-    return load_settings(
+    """Settings with the command line's flags; tools off for a model trained without them (the demo)."""
+    settings = load_settings(
         model=args.model,
         demo=args.demo,
         profile=None if args.profile == COMPARE else args.profile,
@@ -45,6 +47,9 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         kv_cache_gib=args.kv_cache_gib,
         gpu_memory_utilization=args.gpu_memory_utilization,
     )
+    if settings.tools.enabled and not calls_tools(settings.model, settings.demo):
+        settings = settings.model_copy(update={"tools": settings.tools.model_copy(update={"enabled": False})})
+    return settings
 
 
 def run_ask(args: argparse.Namespace) -> int:

@@ -37,6 +37,10 @@ def run_bench_command(args: argparse.Namespace) -> int:
 
     settings = settings_from_args(args)
     source, extra = bench_source(args)
+    if args.measure_speculation:
+        from app.commands.profiles import measure_with_progress
+
+        print(f"speculation: {measure_with_progress(source, settings.engine).describe()}")
     options = BenchOptions(
         workloads=tuple(args.workload or WORKLOAD_NAMES),
         requests=args.requests or default_requests(),

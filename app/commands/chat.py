@@ -12,6 +12,7 @@ from app.commands.ask import settings_from_args
 def run_chat(args: argparse.Namespace) -> int:
     from backend.engine_factory import DeferredEngine, new_log_path
     from backend.engine_log import capture_stderr
+    from backend.model_source import DEMO_NAME
     from backend.settings import load_settings
 
     settings = settings_from_args(args)
@@ -19,7 +20,7 @@ def run_chat(args: argparse.Namespace) -> int:
         settings = load_settings(
             **{**settings.model_dump(exclude={"engine"}), "data_dir": Path(args.data_dir)}
         )
-    name = "demo (generated, random weights)" if settings.demo else settings.model
+    name = DEMO_NAME if settings.demo else settings.model
     from app.tui.app import GemmaChatApp
 
     app = GemmaChatApp(settings, lambda profile: DeferredEngine(settings, profile), name)

@@ -3,10 +3,31 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 
 from app.commands.ask import settings_from_args
+from backend import paths
 from backend.engine_factory import resolve_model
+from backend.engine_log import capture_stderr
+from backend.model_source import ModelSource
 from backend.profiles import PROFILE_NAMES, EngineProfile, engine_config, on_gpu
+from backend.settings import EngineSettings
+from backend.speculation import SpeculationChoice
+
+
+def measure_with_progress(source: ModelSource, settings: EngineSettings) -> SpeculationChoice:
+    """Run the speculation probe with its engines' logs in a file and its stages on stderr."""
+    from backend.speculation_probe import measure_speculation
+
+    log_dir = paths.logs_dir()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with capture_stderr(log_dir / "speculation-probe.log") as terminal:
+
+        def say(stage: str) -> None:
+            terminal.write(f"gemma-chat: {stage}…\n")
+            terminal.flush()
+
+        return asyncio.run(measure_speculation(source, settings, log_dir, say))
 
 
 def run_profiles(args: argparse.Namespace) -> int:
@@ -15,6 +36,9 @@ def run_profiles(args: argparse.Namespace) -> int:
     print(f"model: {source.name} ({source.path})")
     print(f"drafter: {source.drafter or 'none (the optimized path uses ngram speculation)'}")
     print(f"platform: {'CUDA GPU' if on_gpu() else 'CPU'} (vLLM's {'CUDA' if on_gpu() else 'CPU'} build)")
+    if args.measure:
+        choice = measure_with_progress(source, settings.engine)
+        print(f"speculation: {choice.describe()}")
     for name in PROFILE_NAMES:
         profile = EngineProfile.named(name)
         config = engine_config(profile, source, settings.engine, engines_sharing_gpu=2)
@@ -24,4 +48,6 @@ def run_profiles(args: argparse.Namespace) -> int:
             print(f"  {arg_name} = {arg.value!r}\n      {arg.reason}")
         for env_name, arg in config.env.items():
             print(f"  env {env_name}={arg.value}\n      {arg.reason}")
+        for note in config.notes:
+            print(f"  note: {note}")
     return 0

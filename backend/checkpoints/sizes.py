@@ -112,4 +112,29 @@ BENCH = CheckpointSize(
     dtype="bfloat16",
 )
 
+DEMO = CheckpointSize(
+    name="demo",
+    text=TextShape(
+        vocab_size=8192,
+        hidden_size=256,
+        intermediate_size=1024,
+        layer_types=(S, S, F, S, S, F),
+        num_attention_heads=4,
+        num_key_value_heads=1,
+        head_dim=64,
+        global_head_dim=128,
+        num_kv_shared_layers=2,
+        hidden_size_per_layer_input=32,
+        sliding_window=256,
+        max_position_embeddings=32768,
+    ),
+    vision=VisionShape(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=2, head_dim=32
+    ),
+    audio=AudioShape(hidden_size=64, num_hidden_layers=1, num_attention_heads=2, conv_channels=16),
+    drafter=DrafterShape(hidden_size=256, intermediate_size=1024, num_attention_heads=4),
+    dtype="bfloat16",
+)
+"""The trained demo model's shape (``gemma-chat train-demo``): a 10M-parameter Gemma 4."""
+
 SIZES = {size.name: size for size in (TINY, BENCH)}

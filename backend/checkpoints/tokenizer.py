@@ -11,6 +11,10 @@ from __future__ import annotations
 import json
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 SPECIAL_TOKENS: tuple[str, ...] = (
     "<pad>",
@@ -67,7 +71,7 @@ def chat_template() -> str:
 
 def write_tokenizer(out_dir: Path, vocab_size: int, model_max_length: int) -> None:
     """Write tokenizer.json, tokenizer_config.json and chat_template.jinja into ``out_dir``."""
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
     if vocab_size < MIN_VOCAB:
         raise ValueError(f"vocab_size must be at least {MIN_VOCAB} (specials + 256 bytes), got {vocab_size}")
@@ -83,6 +87,18 @@ def write_tokenizer(out_dir: Path, vocab_size: int, model_max_length: int) -> No
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tokenizer.decoder = decoders.ByteLevel()
     tokenizer.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
+    save_tokenizer(tokenizer, out_dir, model_max_length)
+
+
+def save_tokenizer(tokenizer: Tokenizer, out_dir: Path, model_max_length: int) -> None:
+    """Write ``tokenizer`` (special tokens at Gemma 4's ids) with its config and the chat template."""
+    from tokenizers import processors
+
+    for token, index in TOKEN_ID.items():
+        if tokenizer.token_to_id(token) != index:
+            raise ValueError(
+                f"special token {token} must have id {index}, has {tokenizer.token_to_id(token)}"
+            )
     bos = TOKEN_ID["<bos>"]
     tokenizer.post_processor = processors.TemplateProcessing(
         single="<bos> $A", pair="<bos> $A $B", special_tokens=[("<bos>", bos)]

@@ -14,6 +14,7 @@ the output varied; the final soft-cap keeps them bounded.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -193,21 +194,31 @@ def make_checkpoint(out: Path, size: str | CheckpointSize = "tiny", seed: int = 
     import torch
 
     shape = SIZES[size] if isinstance(size, str) else size
-    model_dir, drafter_dir = out / MODEL_DIR, out / DRAFTER_DIR
-    model_dir.mkdir(parents=True, exist_ok=True)
-    drafter_dir.mkdir(parents=True, exist_ok=True)
-
     model = _seeded_model(model_config(shape), "Gemma4ForConditionalGeneration", seed, shape.dtype)
     with torch.no_grad():
         model.model.language_model.norm.weight.mul_(FINAL_NORM_SCALE)
-    model.save_pretrained(model_dir)
     drafter = _seeded_model(drafter_config(shape), "Gemma4AssistantForCausalLM", seed + 1, shape.dtype)
-    drafter.save_pretrained(drafter_dir)
 
-    for directory in (model_dir, drafter_dir):
+    def tokenizer(directory: Path) -> None:
         write_tokenizer(directory, shape.text.vocab_size, shape.text.max_position_embeddings)
+
+    manifest = {"generator": "gemma-chat make-model", "size": shape.name, "seed": seed}
+    return save_checkpoint(out, model, drafter, tokenizer, manifest)
+
+
+def save_checkpoint(
+    out: Path, model: Any, drafter: Any, write_tokenizer_to: Callable[[Path], None], manifest: dict[str, Any]
+) -> GeneratedCheckpoint:
+    """Save a model/drafter pair with tokenizer, generation and processor configs and the manifest."""
+    model_dir, drafter_dir = out / MODEL_DIR, out / DRAFTER_DIR
+    model_dir.mkdir(parents=True, exist_ok=True)
+    drafter_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(model_dir)
+    drafter.save_pretrained(drafter_dir)
+    for directory in (model_dir, drafter_dir):
+        write_tokenizer_to(directory)
         write_generation_config(directory)
     write_processor_config(model_dir)
-    manifest = {"generator": "gemma-chat make-model", "size": shape.name, "seed": seed, "named": NAMED_TOKENS}
+    manifest = {**manifest, "named": NAMED_TOKENS}
     (out / "gemma-chat-checkpoint.json").write_text(json.dumps(manifest, indent=2) + "\n")
     return GeneratedCheckpoint(model=model_dir, drafter=drafter_dir)

@@ -1,0 +1,89 @@
+"""Choosing the optimized path's speculation from measured figures, keeping the choice, and applying it."""
+
+from __future__ import annotations
+
+import pytest
+
+from backend.chat import PromptRenderer
+from backend.checkpoints import GeneratedCheckpoint
+from backend.engine import SamplingSettings
+from backend.model_source import ModelSource
+from backend.profiles import EngineProfile, engine_config
+from backend.prompt_sets import parity_prompts
+from backend.settings import EngineSettings
+from backend.speculation import (
+    ProbeRun,
+    choice_key,
+    choose,
+    forget_choice,
+    store_choice,
+    stored_choice,
+    tokens_per_step,
+)
+from backend.speculation_probe import _probe
+from backend.vllm_engine import VllmEngine
+
+PLAIN = ProbeRun("none", 0, 100.0)
+
+
+def test_tokens_per_step_for_fewer_drafts_follow_from_the_histogram() -> None:
+    histogram = (10, 20, 30, 40)  # steps that accepted 0, 1, 2, 3 of 3 drafts
+    assert tokens_per_step(histogram, 3) == pytest.approx(1 + (20 + 60 + 120) / 100)
+    assert tokens_per_step(histogram, 1) == pytest.approx(1 + 90 / 100)
+    assert tokens_per_step((), 3) == 1.0
+    run = ProbeRun("mtp", 3, 150.0, histogram)
+    assert run.position_acceptance() == pytest.approx([0.9, 0.7, 0.4])
+
+
+def test_the_fastest_predicted_choice_wins() -> None:
+    # MTP: 3 tokens/step at 4 drafts, step 2x a plain one; ngram accepts little
+    mtp = ProbeRun("mtp", 4, 150.0, (0, 0, 100, 0, 0))
+    ngram = ProbeRun("ngram", 4, 90.0, (80, 20, 0, 0, 0))
+    choice = choose(PLAIN, [mtp, ngram])
+    assert (choice.method, choice.drafts) == ("mtp", 2)
+    # k=2: 3 tokens per step at 1 + (2 - 1) * 2/4 = 1.5 plain steps
+    assert choice.predicted_speedup == pytest.approx(2.0)
+    assert "mtp with 2 drafts" in choice.describe() and "accepted 100%/100%/0%/0%" in choice.describe()
+
+
+def test_no_speculation_when_none_pays_off() -> None:
+    useless = ProbeRun("mtp", 4, 40.0, (100, 0, 0, 0, 0))
+    choice = choose(PLAIN, [useless])
+    assert (choice.method, choice.drafts, choice.predicted_speedup) == ("none", 0, 1.0)
+
+
+def test_a_stored_choice_shapes_the_optimized_path_only(tiny: GeneratedCheckpoint) -> None:
+    source = ModelSource(path=tiny.model, drafter=tiny.drafter, name="tiny")
+    settings = EngineSettings(dtype="bfloat16", max_model_len=4096)  # not the engine fixtures' dtype
+    before = engine_config(EngineProfile.optimized(), source, settings)
+    assert before.args["speculative_config"].value["num_speculative_tokens"] == 2
+    assert "not measured" in before.notes[0]
+    key = choice_key(source, settings, gpu=False)
+    store_choice(key, choose(PLAIN, [ProbeRun("ngram", 4, 200.0, (0, 0, 0, 100, 0))]))
+    assert stored_choice(key) is not None and stored_choice(key) == choose(
+        PLAIN, [ProbeRun("ngram", 4, 200.0, (0, 0, 0, 100, 0))]
+    )
+    after = engine_config(EngineProfile.optimized(), source, settings)
+    spec = after.args["speculative_config"].value
+    assert spec["method"] == "ngram" and spec["num_speculative_tokens"] == 3
+    assert after.notes[0].startswith("measured: ngram with 3 drafts")
+    assert choice_key(source, EngineSettings(dtype="float32"), gpu=False) != key, "per dtype"
+    store_choice(key, choose(PLAIN, [ProbeRun("mtp", 4, 10.0, (100, 0, 0, 0, 0))]))
+    assert "speculative_config" not in engine_config(EngineProfile.optimized(), source, settings).args
+    assert "speculative_config" not in engine_config(EngineProfile.baseline(), source, settings).args
+    forget_choice(key)
+    assert engine_config(EngineProfile.optimized(), source, settings).notes == before.notes
+
+
+@pytest.mark.engine
+async def test_the_probe_reads_acceptance_per_position_from_the_engine(
+    path_engines: tuple[VllmEngine, VllmEngine],
+) -> None:
+    _, optimized = path_engines
+    renderer = PromptRenderer.for_model(str(optimized.source.path))
+    sampling = SamplingSettings(max_tokens=24, temperature=0.0, seed=0, ignore_eos=True)
+    requests = [p.request(renderer, sampling, tag="probe-") for p in parity_prompts(frozenset({"text"}))[:2]]
+    run = await _probe(optimized, "mtp", requests)
+    assert run.decode_tokens_per_s > 0
+    assert len(run.histogram) == 3 and sum(run.histogram) > 0, "steps of 0, 1 and 2 accepted drafts"
+    assert run.drafts == 2 and len(run.position_acceptance()) == 2
