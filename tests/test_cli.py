@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 import time
@@ -107,13 +108,19 @@ def test_kv_cache_too_small_for_the_context_window(tmp_path: Path) -> None:
 
 
 @pytest.mark.engine
-def test_ask_demo_streams_a_reply_and_prints_figures() -> None:
-    result = _gemma_chat("ask", "--demo", "--profile", "eager", "--max-tokens", "16", "Hello there")
+def test_ask_demo_answers_code_inside_one_turn_with_figures() -> None:
+    """The shipped demo model (trained on the standard library) writes a body for a signature."""
+    result = _gemma_chat("ask", "--demo", "--profile", "eager", "--max-tokens", "64", "def fibonacci(n):")
     assert result.returncode == 0, result.stderr
-    figures = result.stdout.strip().splitlines()[-1]
+    lines = result.stdout.strip().splitlines()
+    figures, reply = lines[-1], "\n".join(lines[:-1])
     assert figures.startswith("── eager: TTFT ")
-    for label in ("decode", "tok/s", "16 tokens"):
+    for label in ("decode", "tok/s", "tokens"):
         assert label in figures
+    prompt = re.search(r"\((\d+) prompt\)", figures)
+    assert prompt and int(prompt.group(1)) < 40, "no tool declarations in the demo model's prompt"
+    assert any(word in reply for word in ("return", "if ", " = ", "self")), reply
+    assert "<|turn>" not in reply and "<turn|>" not in reply, "the reply stays inside one model turn"
     assert "Traceback" not in result.stderr
 
 

@@ -64,8 +64,9 @@ def test_training_text_is_what_the_chat_template_renders(tiny: GeneratedCheckpoi
     whole = renderer.tokenizer.apply_chat_template(
         [{"role": "user", "content": prompt}, {"role": "assistant", "content": body}], tokenize=False
     )
-    assert chat_turn(prompt, body) == whole
-    assert whole.startswith(generation), "training text continues the prompt the app sends"
+    head, tail = chat_turn(prompt, body)
+    assert head + tail == whole
+    assert head == generation, "the answer half starts exactly where the app's prompt ends"
 
 
 def test_corpus_leaves_test_folders_out(tmp_path: Path) -> None:

@@ -76,5 +76,5 @@ def test_ask_with_attachments_as_json(tmp_path: Path) -> None:
     assert [a["kind"] for a in doc["attachments"]] == ["image", "audio"]
     figures = doc["paths"]["eager"]["figures"]
     assert doc["paths"]["eager"]["tools"] == [] and doc["paths"]["eager"]["tool_seconds"] == 0
-    assert figures["generated_tokens"] == 8
+    assert 1 <= figures["generated_tokens"] <= 8  # the trained demo model may end its turn early
     assert figures["prompt_tokens"] > sum(a["tokens"] for a in doc["attachments"])

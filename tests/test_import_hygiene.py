@@ -35,5 +35,5 @@ def test_help_runs_and_lists_commands() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "app.cli", "--help"], capture_output=True, text=True, check=True
     )
-    for command in ("ask", "make-model"):
+    for command in ("ask", "bench", "profiles", "make-model", "train-demo"):
         assert command in out.stdout

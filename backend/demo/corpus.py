@@ -55,9 +55,15 @@ def split_corpus(root: Path, seed: int, limit_files: int | None = None) -> Corpu
     return Corpus(root=root, train_files=tuple(files[held:]), held_out_files=tuple(files[:held]))
 
 
-def chat_turn(prompt: str, answer: str) -> str:
-    """One conversation as the chat template renders it, the model's answer closed by ``<turn|>``."""
-    return f"<bos><|turn>user\n{prompt}<turn|>\n<|turn>model\n{answer}<turn|>\n"
+def chat_turn(prompt: str, answer: str) -> tuple[str, str]:
+    """One conversation as the chat template renders it, split where the app's prompt ends.
+
+    The two halves are tokenized apart: the prompt the app sends ends with ``<|turn>model\n``,
+    so the model must see that newline as its own token and the body's indentation after it
+    (tokenized together, BPE would merge the newline into the indentation, and a lone newline
+    would only ever precede ``<turn|>`` — the model would end its turn at once).
+    """
+    return f"<bos><|turn>user\n{prompt}<turn|>\n<|turn>model\n", f"{answer}<turn|>\n"
 
 
 def function_examples(source: str) -> Iterator[tuple[str, str]]:
@@ -104,10 +110,10 @@ def _split_function(node: ast.FunctionDef | ast.AsyncFunctionDef, lines: list[st
     return prompt, answer.rstrip("\n") + "\n"
 
 
-def file_text(path: Path) -> str:
-    """All of one file's conversations, concatenated ("" when it has none or cannot be read)."""
+def file_turns(path: Path) -> list[tuple[str, str]]:
+    """All of one file's conversations (none when it cannot be read or parsed)."""
     try:
         source = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
-        return ""
-    return "".join(chat_turn(prompt, answer) for prompt, answer in function_examples(source))
+        return []
+    return [chat_turn(prompt, answer) for prompt, answer in function_examples(source)]

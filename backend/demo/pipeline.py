@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from backend.checkpoints.sizes import DEMO
-from backend.demo.corpus import Corpus, file_text, split_corpus, stdlib_root
+from backend.demo.corpus import Corpus, file_turns, split_corpus, stdlib_root
 from backend.demo.loop import PhaseConfig
 from backend.demo.schedule import Budget, ProgressFn
 from backend.export import package_versions
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 GENERATOR = "gemma-chat train-demo"
 MODEL_LR, DRAFTER_LR = 3e-3, 3e-3
+TOKEN_STREAMS = "tokens-v2.npz"  # v2: each turn's prompt and answer tokenized apart
 
 
 @dataclass(frozen=True)
@@ -122,21 +123,25 @@ def _tokens(corpus: Corpus, work: Path) -> tuple[Tokenizer, np.ndarray, np.ndarr
 
     from backend.demo.bpe import train_bpe
 
-    tok_path, streams = work / "tokenizer.json", work / "tokens.npz"
-    if tok_path.is_file() and streams.is_file():
+    train_turns = [turn for path in corpus.train_files for turn in file_turns(path)]
+    held_turns = [turn for path in corpus.held_out_files for turn in file_turns(path)]
+    tok_path, streams = work / "tokenizer.json", work / TOKEN_STREAMS
+    if tok_path.is_file():
+        tokenizer = Tokenizer.from_file(str(tok_path))
+    else:
+        tokenizer = train_bpe(prompt + answer for prompt, answer in train_turns)
+        tokenizer.save(str(tok_path))
+    if streams.is_file():
         saved = np.load(streams)
-        return Tokenizer.from_file(str(tok_path)), saved["train"], saved["held_out"]
-    train_texts = [file_text(path) for path in corpus.train_files]
-    tokenizer = train_bpe(train_texts)
+        return tokenizer, saved["train"], saved["held_out"]
 
-    def encode(texts: list[str]) -> np.ndarray:
-        ids = [e.ids for e in tokenizer.encode_batch(texts, add_special_tokens=False)]
+    def encode(turns: list[tuple[str, str]]) -> np.ndarray:
+        halves = [half for turn in turns for half in turn]  # each half alone: see corpus.chat_turn
+        ids = [e.ids for e in tokenizer.encode_batch(halves, add_special_tokens=False)]
         return np.fromiter((i for row in ids for i in row), dtype=np.int32)
 
-    train = encode(train_texts)
-    held_out = encode([file_text(path) for path in corpus.held_out_files])
+    train, held_out = encode(train_turns), encode(held_turns)
     np.savez(streams, train=train, held_out=held_out)
-    tokenizer.save(str(tok_path))
     return tokenizer, train, held_out
 
 
