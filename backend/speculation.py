@@ -5,10 +5,10 @@ one at a time on three engines of this model on this machine: no speculation, th
 drafter and ngram prompt lookup, each drafting ``PROBE_DRAFTS`` tokens per step. From each
 speculative run's acceptance histogram (how many drafts each step accepted) the tokens per
 step for any smaller k follow exactly — the first k drafts are the same whatever the
-maximum — and the step time is interpolated between the plain step and the measured
-``PROBE_DRAFTS`` step. The choice with the highest predicted decode rate wins; speculation
-must beat no speculation by ``MIN_GAIN`` or the optimized path does without it. The result
-is kept per model, dtype and machine, and the ``optimized`` profile uses it from then on.
+maximum; the step time follows ``step_time_model``. The choice with the highest predicted
+decode rate wins; speculation must beat no speculation by ``MIN_GAIN`` or the optimized
+path does without it. The result is kept per model, dtype and machine, and the ``optimized``
+profile uses it from then on.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -88,14 +89,32 @@ def tokens_per_step(histogram: tuple[int, ...], drafts: int) -> float:
     return 1 + sum(min(j, drafts) * count for j, count in enumerate(histogram)) / steps
 
 
+def step_time_model(runs: list[ProbeRun]) -> Callable[[ProbeRun, int], float]:
+    """Seconds per speculative step with ``k`` drafts, from the probe runs.
+
+    On vLLM's CPU build a verifying step costs a large fixed amount more than a plain one,
+    nearly whatever the number of drafts, so the step is modelled as verify + k x draft pass:
+    ngram drafts for free, so its measured step is the verify cost; the MTP run's extra time
+    over it, per draft, is the drafter's pass. With one speculative run only, its measured step
+    time stands for every k (the fixed cost dominates).
+    """
+    by_method = {run.method: run for run in runs}
+    ngram, mtp = by_method.get("ngram"), by_method.get("mtp")
+    if ngram is None or mtp is None:
+        return lambda run, k: run.step_time_s()
+    verify = ngram.step_time_s()
+    draft_pass = max(0.0, (mtp.step_time_s() - verify) / mtp.drafts)
+    return lambda run, k: verify + (k * draft_pass if run.method == "mtp" else 0.0)
+
+
 def choose(plain: ProbeRun, speculative: list[ProbeRun]) -> SpeculationChoice:
     """The best predicted (method, drafts); ``none`` unless it beats plain decoding by ``MIN_GAIN``."""
     plain_step = 1 / plain.decode_tokens_per_s
+    step_time = step_time_model(speculative)
     best = ("none", 0, 1.0)
     for run in speculative:
         for k in range(1, run.drafts + 1):
-            step = plain_step + (run.step_time_s() - plain_step) * k / run.drafts
-            speedup = tokens_per_step(run.histogram, k) / step * plain_step
+            speedup = tokens_per_step(run.histogram, k) / step_time(run, k) * plain_step
             if speedup > best[2]:
                 best = (run.method, k, speedup)
     method, drafts, speedup = best if best[2] >= MIN_GAIN else ("none", 0, 1.0)

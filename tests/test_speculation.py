@@ -36,14 +36,24 @@ def test_tokens_per_step_for_fewer_drafts_follow_from_the_histogram() -> None:
 
 
 def test_the_fastest_predicted_choice_wins() -> None:
-    # MTP: 3 tokens/step at 4 drafts, step 2x a plain one; ngram accepts little
-    mtp = ProbeRun("mtp", 4, 150.0, (0, 0, 100, 0, 0))
-    ngram = ProbeRun("ngram", 4, 90.0, (80, 20, 0, 0, 0))
+    # plain step 10 ms; ngram's 4-draft step (drafting is free) 20 ms = the verify cost;
+    # MTP's 4-draft step 24 ms, so 1 ms per drafter pass. MTP accepts 2 of 4 drafts every step.
+    mtp = ProbeRun("mtp", 4, 125.0, (0, 0, 100, 0, 0))
+    ngram = ProbeRun("ngram", 4, 65.0, (70, 30, 0, 0, 0))
+    assert mtp.step_time_s() == pytest.approx(0.024) and ngram.step_time_s() == pytest.approx(0.020)
     choice = choose(PLAIN, [mtp, ngram])
     assert (choice.method, choice.drafts) == ("mtp", 2)
-    # k=2: 3 tokens per step at 1 + (2 - 1) * 2/4 = 1.5 plain steps
-    assert choice.predicted_speedup == pytest.approx(2.0)
+    # k=2: 3 tokens per step of 20 + 2 x 1 ms, against 1 token per 10 ms
+    assert choice.predicted_speedup == pytest.approx(3 / 0.022 * 0.010, abs=1e-3)
     assert "mtp with 2 drafts" in choice.describe() and "accepted 100%/100%/0%/0%" in choice.describe()
+
+
+def test_a_costly_verify_step_means_no_speculation() -> None:
+    """As measured for the demo model on a 2-core CPU: 90% first-draft acceptance, still slower."""
+    plain = ProbeRun("none", 0, 78.7)
+    mtp = ProbeRun("mtp", 4, 80.82, (11, 18, 29, 16, 38))
+    ngram = ProbeRun("ngram", 4, 76.36, (21, 4, 13, 4, 19))
+    assert choose(plain, [mtp, ngram]).method == "none"
 
 
 def test_no_speculation_when_none_pays_off() -> None:
