@@ -6,6 +6,7 @@ See ``backend.speculation`` for how the choice is made from the figures.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from backend.chat import PromptRenderer
@@ -61,11 +62,13 @@ async def measure_speculation(
 async def _probe(engine: VllmEngine, method: str, requests: list[EngineRequest]) -> ProbeRun:
     tokens, seconds = 0, 0.0
     histogram: list[int] = []
-    for index, request in enumerate([requests[0], *requests]):  # the first is a warm-up
+    warm_up = replace(requests[0], request_id=f"warm-up-{requests[0].request_id}")
+    for index, request in enumerate([warm_up, *requests]):  # the first is a warm-up
         final = [event async for event in engine.stream(request)][-1]
         if not isinstance(final, Finished):
+            detail = getattr(final, "message", type(final).__name__)
             raise GemmaChatError(
-                f"The speculation probe's request failed on {method}.", "See the probe's log."
+                f"The speculation probe's request failed on {method}: {detail}.", "See its log."
             )
         m = final.metrics
         if index == 0 or not m.decode_tokens_per_s:

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from backend.chat import PromptRenderer
 from backend.checkpoints import GeneratedCheckpoint
-from backend.engine import SamplingSettings
 from backend.model_source import ModelSource
 from backend.profiles import EngineProfile, engine_config
-from backend.prompt_sets import parity_prompts
 from backend.settings import EngineSettings
 from backend.speculation import (
     ProbeRun,
@@ -20,8 +17,6 @@ from backend.speculation import (
     stored_choice,
     tokens_per_step,
 )
-from backend.speculation_probe import _probe
-from backend.vllm_engine import VllmEngine
 
 PLAIN = ProbeRun("none", 0, 100.0)
 
@@ -83,17 +78,3 @@ def test_a_stored_choice_shapes_the_optimized_path_only(tiny: GeneratedCheckpoin
     assert "speculative_config" not in engine_config(EngineProfile.baseline(), source, settings).args
     forget_choice(key)
     assert engine_config(EngineProfile.optimized(), source, settings).notes == before.notes
-
-
-@pytest.mark.engine
-async def test_the_probe_reads_acceptance_per_position_from_the_engine(
-    path_engines: tuple[VllmEngine, VllmEngine],
-) -> None:
-    _, optimized = path_engines
-    renderer = PromptRenderer.for_model(str(optimized.source.path))
-    sampling = SamplingSettings(max_tokens=24, temperature=0.0, seed=0, ignore_eos=True)
-    requests = [p.request(renderer, sampling, tag="probe-") for p in parity_prompts(frozenset({"text"}))[:2]]
-    run = await _probe(optimized, "mtp", requests)
-    assert run.decode_tokens_per_s > 0
-    assert len(run.histogram) == 3 and sum(run.histogram) > 0, "steps of 0, 1 and 2 accepted drafts"
-    assert run.drafts == 2 and len(run.position_acceptance()) == 2
