@@ -55,7 +55,11 @@ def _softcap(logits: torch.Tensor, cap: float | None) -> torch.Tensor:
     return logits if not cap else torch.tanh(logits / cap) * cap
 
 
-def target_pass(target: Any, batch: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
+TargetOut = tuple["torch.Tensor", "torch.Tensor", dict[str, Any]]
+"""The target's final hidden states, logits and shared KV for one batch."""
+
+
+def target_pass(target: Any, batch: torch.Tensor) -> TargetOut:
     """The target's final hidden states, logits and shared KV for ``batch`` (no gradients)."""
     import torch
 
@@ -66,11 +70,13 @@ def target_pass(target: Any, batch: torch.Tensor) -> tuple[torch.Tensor, torch.T
     return hidden, logits, dict(out.shared_kv_states)
 
 
-def draft_steps(target: Any, drafter: Any, batch: torch.Tensor, steps: int = 2) -> list[torch.Tensor]:
+def draft_steps(
+    target: Any, drafter: Any, batch: torch.Tensor, target_out: TargetOut, steps: int = 2
+) -> list[torch.Tensor]:
     """The drafter's logits for each draft step at every position (position i predicts x[i+1+step])."""
     import torch
 
-    hidden, _, shared_kv = target_pass(target, batch)
+    hidden, _, shared_kv = target_out
     length = batch.shape[1] - steps
     positions = torch.arange(length).unsqueeze(0).expand(batch.shape[0], -1)
     window = drafter.config.get_text_config().sliding_window
@@ -98,8 +104,9 @@ def distill_loss(target: Any, drafter: Any, batch: torch.Tensor) -> torch.Tensor
     """Soft cross-entropy of each draft step against the target's distribution at that position."""
     import torch
 
-    _, target_logits, _ = target_pass(target, batch)
-    drafts = draft_steps(target, drafter, batch)
+    target_out = target_pass(target, batch)
+    target_logits = target_out[1]
+    drafts = draft_steps(target, drafter, batch, target_out)
     length = drafts[0].shape[1]
     loss = torch.zeros(())
     for step, logits in enumerate(drafts):
@@ -117,8 +124,9 @@ def agreement(target: Any, drafter: Any, windows: list[torch.Tensor], batch_size
     with torch.no_grad():
         for start in range(0, len(windows), batch_size):
             batch = torch.stack(windows[start : start + batch_size])
-            _, target_logits, _ = target_pass(target, batch)
-            first = draft_steps(target, drafter, batch, steps=1)[0]
+            target_out = target_pass(target, batch)
+            target_logits = target_out[1]
+            first = draft_steps(target, drafter, batch, target_out, steps=1)[0]
             greedy = target_logits[:, 1 : 1 + first.shape[1]].argmax(-1)
             hits += int((first.argmax(-1) == greedy).sum())
             total += greedy.numel()

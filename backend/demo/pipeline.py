@@ -65,14 +65,12 @@ class DemoPlan:
 
 def train_demo(plan: DemoPlan, progress: ProgressFn | None = None) -> dict[str, Any]:
     """Run every stage (resuming finished or interrupted ones) and return the manifest."""
-    import torch
     from transformers import Gemma4TextConfig
 
     from backend.checkpoints.writer import drafter_config, text_config_kwargs
     from backend.demo.distill import distill_drafter, drafter_model
     from backend.demo.train_lm import text_model, train_lm
 
-    torch.set_num_threads(max(1, torch.get_num_threads()))
     started = time.monotonic()
     work = plan.out / "work"
     work.mkdir(parents=True, exist_ok=True)
