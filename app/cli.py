@@ -39,6 +39,16 @@ def _add_model_flags(parser: argparse.ArgumentParser, top_level: bool = False) -
     group.add_argument(
         "--gpu-memory-utilization", type=float, default=unset, help="GPU: fraction of GPU memory per engine"
     )
+    group.add_argument(
+        "--speculation",
+        default=unset,
+        choices=("auto", "mtp", "ngram", "none"),
+        help="optimized path's speculative decoding (default auto: as measured by `profiles --measure`; "
+        "unmeasured, MTP on a GPU and none on a CPU)",
+    )
+    group.add_argument(
+        "--draft-tokens", type=int, default=unset, help="draft tokens per step for --speculation mtp/ngram"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -31,6 +31,12 @@ class EngineSettings(BaseModel):
     """GPU only: fraction of GPU memory each engine may take."""
     seed: int = 0
     """Engine seed, so greedy and seeded runs repeat."""
+    speculation: Literal["auto", "mtp", "ngram", "none"] = "auto"
+    """Optimized path's speculative decoding. auto: what `gemma-chat profiles --measure` found
+    fastest for the model here; unmeasured, the MTP drafter on a GPU and none on a CPU (where a
+    verifying step costs about three plain ones). mtp/ngram/none force a method."""
+    draft_tokens: int = Field(default=2, ge=1, le=8)
+    """Draft tokens per step when ``speculation`` forces mtp or ngram (and unmeasured on a GPU)."""
     cpu_all_cores: bool = False
     """CPU, optimized path: run the model on every core instead of vLLM's default (one core kept
     for the front end). Faster, but other thread counts change bfloat16 rounding: measured

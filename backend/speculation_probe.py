@@ -24,8 +24,11 @@ PROBE_TOKENS = 64
 
 
 def probe_profiles(source: ModelSource) -> list[EngineProfile]:
-    """No speculation, the MTP drafter (when the model has one) and ngram, each drafting ``PROBE_DRAFTS``."""
-    profiles = [EngineProfile.baseline()]
+    """No speculation, the MTP drafter (when the model has one) and ngram, each drafting ``PROBE_DRAFTS``.
+
+    All three are the optimized path but for speculation (its CPU linear kernel included), so the
+    choice weighs drafts against the plain steps that path really takes."""
+    profiles = [EngineProfile("optimized", "probe: none")]
     if source.drafter is not None:
         profiles.append(EngineProfile("optimized", "probe: MTP", "mtp", PROBE_DRAFTS))
     profiles.append(EngineProfile("optimized", "probe: ngram", "ngram", PROBE_DRAFTS))

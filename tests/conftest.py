@@ -18,7 +18,9 @@ from backend.profiles import Argument, EngineProfile, engine_config
 from backend.settings import EngineSettings
 from backend.vllm_engine import VllmEngine
 
-TEST_ENGINE = EngineSettings(dtype="float32", max_model_len=4096, kv_cache_gib=1)
+TEST_ENGINE = EngineSettings(dtype="float32", max_model_len=4096, kv_cache_gib=1, speculation="mtp")
+"""The engine fixtures' settings. Speculation is forced on: unmeasured, a CPU's optimized path
+runs without it, and the MTP path must stay under test."""
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -131,16 +131,30 @@ def test_profiles_prints_every_path_with_reasons() -> None:
     for header in ("[baseline]", "[optimized] (default)", "[eager]"):
         assert header in out
     optimized = out.split("[optimized]")[1].split("[eager]")[0]
-    assert "speculative_config" in optimized and "MTP drafter" in optimized
+    assert "speculative_config" not in optimized and "no speculation until measured" in optimized
+    assert "GEMMA_CHAT_CPU_LINEAR" in optimized or "linear kernel not used" in optimized
     assert "VLLM_CPU_NUM_OF_RESERVED_CPU" not in optimized, "opt-in only: it breaks bfloat16 parity"
     assert "speculative_config" not in out.split("[baseline]")[1].split("[optimized]")[0]
     assert "max_model_len" in out and "context window" in out
+    forced = _gemma_chat("profiles", "--demo", "--speculation", "mtp", "--draft-tokens", "3").stdout
+    optimized = forced.split("[optimized]")[1].split("[eager]")[0]
+    assert "MTP drafter" in optimized and "'num_speculative_tokens': 3" in optimized
 
 
 @pytest.mark.engine
 def test_ask_compare_prints_both_paths_speedup_and_verdict() -> None:
     result = _gemma_chat(
-        "ask", "--demo", "--profile", "compare", "--dtype", "float32", "--max-tokens", "24", "Hello there"
+        "ask",
+        "--demo",
+        "--profile",
+        "compare",
+        "--speculation",
+        "mtp",
+        "--dtype",
+        "float32",
+        "--max-tokens",
+        "24",
+        "Hello there",
     )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.strip().splitlines()

@@ -122,6 +122,7 @@ def test_on_cpu_the_optimized_path_stops_drafting_above_four_running_requests(
     tiny_source: ModelSource,
 ) -> None:
 
-    spec = engine_config(EngineProfile.optimized(), tiny_source, EngineSettings()).args["speculative_config"]
+    config = engine_config(EngineProfile.optimized(), tiny_source, EngineSettings(speculation="mtp"))
+    spec = config.args["speculative_config"]
     assert spec.value["num_speculative_tokens_per_batch_size"] == [[1, 4, 2], [5, 65536, 0]]
     assert "off above 4 running requests" in spec.reason

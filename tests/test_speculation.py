@@ -61,8 +61,8 @@ def test_a_stored_choice_shapes_the_optimized_path_only(tiny: GeneratedCheckpoin
     source = ModelSource(path=tiny.model, drafter=tiny.drafter, name="tiny")
     settings = EngineSettings(dtype="bfloat16", max_model_len=4096)  # not the engine fixtures' dtype
     before = engine_config(EngineProfile.optimized(), source, settings)
-    assert before.args["speculative_config"].value["num_speculative_tokens"] == 2
-    assert "not measured" in before.notes[0]
+    assert "speculative_config" not in before.args, "on a CPU: no drafts until measured"
+    assert "no speculation until measured" in before.notes[0]
     key = choice_key(source, settings, gpu=False)
     store_choice(key, choose(PLAIN, [ProbeRun("ngram", 4, 200.0, (0, 0, 0, 100, 0))]))
     assert stored_choice(key) is not None and stored_choice(key) == choose(
@@ -76,5 +76,10 @@ def test_a_stored_choice_shapes_the_optimized_path_only(tiny: GeneratedCheckpoin
     store_choice(key, choose(PLAIN, [ProbeRun("mtp", 4, 10.0, (100, 0, 0, 0, 0))]))
     assert "speculative_config" not in engine_config(EngineProfile.optimized(), source, settings).args
     assert "speculative_config" not in engine_config(EngineProfile.baseline(), source, settings).args
+    optimized = EngineProfile.optimized()
+    forced = engine_config(optimized, source, settings.model_copy(update={"speculation": "mtp"}))
+    assert forced.args["speculative_config"].value["model"] == str(tiny.drafter), "settings win"
     forget_choice(key)
     assert engine_config(EngineProfile.optimized(), source, settings).notes == before.notes
+    off = engine_config(optimized, source, settings.model_copy(update={"speculation": "none"}))
+    assert "speculative_config" not in off.args and "speculation off" in off.notes[0]

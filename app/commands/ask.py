@@ -46,6 +46,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         dtype=args.dtype,
         kv_cache_gib=args.kv_cache_gib,
         gpu_memory_utilization=args.gpu_memory_utilization,
+        speculation=args.speculation,
+        draft_tokens=args.draft_tokens,
     )
     if settings.tools.enabled and not calls_tools(settings.model, settings.demo):
         settings = settings.model_copy(update={"tools": settings.tools.model_copy(update={"enabled": False})})

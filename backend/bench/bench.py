@@ -56,10 +56,19 @@ def default_requests() -> int:
     return 64 if on_gpu() else 8
 
 
-def model_threads(settings: Settings) -> int:
-    """Cores the model computes on: vLLM's CPU build keeps one for its front end unless told not to."""
+def model_threads(settings: Settings, source: ModelSource) -> int:
+    """Cores the optimized path computes on: vLLM's CPU build keeps one for its front end unless
+    told not to, and gemma-chat's bfloat16 linear kernel (where it runs) uses that one too."""
     cores = os.cpu_count() or 1
-    return cores if settings.engine.cpu_all_cores or cores == 1 else cores - 1
+    if settings.engine.cpu_all_cores or cores == 1:
+        return cores
+    from backend.profiles import CPU_LINEAR_THREADS_ENV, EngineProfile, engine_config, on_gpu
+
+    if on_gpu():
+        return cores - 1
+    optimized = engine_config(EngineProfile.optimized(), source, settings.engine)
+    kernel_threads = optimized.env.get(CPU_LINEAR_THREADS_ENV)
+    return int(kernel_threads.value) if kernel_threads is not None else cores - 1
 
 
 def prompt_sets(workloads: Workloads, options: BenchOptions) -> dict[str, list[BenchPrompt]]:
@@ -181,7 +190,7 @@ def run_peer(
     wanted = [w for w in ("throughput", "single") if w in options.workloads and rendered.get(w)]
     if not options.peer or not wanted:
         return None
-    threads = model_threads(settings)
+    threads = os.cpu_count() or 1  # transformers as a user runs it: every core
     peer = PeerRun(dtype=dtype, threads=threads)
     if "throughput" in wanted:
         progress("transformers: throughput", 0, 1)
@@ -215,7 +224,7 @@ async def run_bench(
     workloads = load_workloads()
     config = json.loads((source.path / "config.json").read_text())
     dtype = bench_dtype(settings, config)
-    threads = model_threads(settings)
+    threads = model_threads(settings, source)
     progress("measuring this machine's roofs", 0, 1)
     from backend.profiles import on_gpu
 

@@ -130,7 +130,7 @@ class BenchReport:
     def to_markdown(self) -> str:
         lines = [
             f"**{self.meta['model']}** · {self.meta['dtype']} · {self.meta['hardware']} · "
-            f"model on {self.roofs['threads']} thread(s) · vLLM {self.meta['versions'].get('vllm', '?')}",
+            f"roofs on {self.roofs['threads']} core(s) · vLLM {self.meta['versions'].get('vllm', '?')}",
             "",
             "| workload | metric | transformers | baseline | optimized | speed-up "
             "| parity (requests · positions) | spec acceptance | of roof |",
@@ -168,11 +168,18 @@ class BenchReport:
         peer = ", ".join(f"{w} {p.summary()}" for w, p in self.peer_parity.items())
         return (
             f"Roofs on {r['threads']} thread(s): {r['flops_per_s'] / 1e9:.0f} GFLOP/s "
-            f"({r['dtype']} matmul) → "
+            f"({_matmul_label(r)}) → "
             f"{r['compute_roof_tokens_per_s']:.0f} tok/s compute roof; {r['bytes_per_s'] / 1e9:.1f} GB/s → "
             f"{r['bandwidth_roof_tokens_per_s']:.0f} tok/s bandwidth roof (weights read once per step). "
             f"Peak memory: {memory}." + (f" transformers vs baseline tokens: {peer}." if peer else "")
         )
+
+
+def _matmul_label(roofs: dict[str, Any]) -> str:
+    used = roofs.get("matmul_dtype") or roofs["dtype"]
+    if used == roofs["dtype"]:
+        return f"{used} matmul"
+    return f"{used} matmul: this CPU multiplies {roofs['dtype']} in {used}"
 
 
 def _rows(

@@ -41,6 +41,9 @@ class Roofs:
     threads: int
     dtype: str
     device: str
+    matmul_dtype: str = ""
+    """The dtype whose matmul rate sets the compute roof (float32 where this CPU computes
+    bfloat16 products in float32 and PyTorch's own bfloat16 path is slower than that)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -102,11 +105,27 @@ def measure_memory_bandwidth(
 def measure_roofs(
     dtype: str = "bfloat16", threads: int | None = None, device: str = "cpu", seconds: float = 1.5
 ) -> Roofs:
-    """Both ceilings with the same thread count (None: torch's current count)."""
+    """Both ceilings with the same thread count (None: torch's current count).
+
+    On a CPU the compute roof is the faster of the model dtype's matmul and float32's: a CPU
+    without native bfloat16 multiplies bfloat16 in float32, so what its float32 units do is
+    the ceiling, however slow PyTorch's own bfloat16 loop is (gemma-chat's kernel beats it)."""
     with torch_threads(threads) as used:
         flops = measure_matmul_flops(dtype, threads=used, seconds=seconds, device=device)
+        matmul_dtype = dtype
+        if device == "cpu" and dtype in ("bfloat16", "float16"):
+            wide = measure_matmul_flops("float32", threads=used, seconds=seconds, device=device)
+            if wide > flops:
+                flops, matmul_dtype = wide, "float32"
         bandwidth = measure_memory_bandwidth(threads=used, seconds=seconds, device=device)
-    return Roofs(flops_per_s=flops, bytes_per_s=bandwidth, threads=used, dtype=dtype, device=device)
+    return Roofs(
+        flops_per_s=flops,
+        bytes_per_s=bandwidth,
+        threads=used,
+        dtype=dtype,
+        device=device,
+        matmul_dtype=matmul_dtype,
+    )
 
 
 def compute_roof_tokens_per_s(costs: ModelCosts, roofs: Roofs) -> float:

@@ -1,0 +1,87 @@
+"""The optimized path's bfloat16 linear kernel, inside vLLM's CPU engine processes.
+
+vLLM's CPU build picks a matrix multiply per linear layer when the weights are loaded
+(``dispatch_cpu_unquantized_gemm``): oneDNN, or plain ``torch.nn.functional.linear`` where
+oneDNN has no bfloat16 kernel for the CPU. Where the engine's environment names a compiled
+kernel in ``GEMMA_CHAT_CPU_LINEAR`` (the optimized profile sets it; the baseline never
+does), layers that got the plain PyTorch fallback get ``backend.kernels.bf16_linear``
+instead — the same bits, faster. Anything else vLLM chose is left alone, and so is every
+layer when the kernel fails its bit-for-bit check against PyTorch on this machine.
+Standard library only until vLLM's module is imported.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from backend.compat.after_import import after_import
+
+ENV = "GEMMA_CHAT_CPU_LINEAR"
+THREADS_ENV = "GEMMA_CHAT_CPU_LINEAR_THREADS"
+MODULE = "vllm.model_executor.layers.utils"
+_PATCHED = "_gemma_chat_cpu_linear"
+_state: dict[str, Any] = {"loaded": False, "kernel": None, "layers": 0}
+
+
+def _kernel(path: str) -> Any:
+    if not _state["loaded"]:
+        _state["loaded"] = True
+        from backend.kernels import bf16_linear
+
+        _state["kernel"] = bf16_linear.load(Path(path))
+        if _state["kernel"] is None:
+            _log("gemma-chat bf16 linear kernel: not used (it does not reproduce PyTorch here)")
+    return _state["kernel"]
+
+
+def _log(message: str) -> None:
+    from vllm.logger import init_logger
+
+    init_logger("vllm.gemma_chat").info(message)
+
+
+def is_torch_fallback(cpu_linear: Any) -> bool:
+    """Whether vLLM chose its plain ``torch.nn.functional.linear`` path for a layer."""
+    code = getattr(cpu_linear, "__code__", None)
+    return code is not None and set(code.co_names) == {"torch", "nn", "functional", "linear"}
+
+
+def _replace(layer: Any, path: str) -> None:
+    if not is_torch_fallback(getattr(layer, "cpu_linear", None)):
+        return
+    from backend.kernels.bf16_linear import handles
+
+    if not handles(layer.weight, getattr(layer, "bias", None)):
+        return
+    kernel = _kernel(path)
+    if kernel is None:
+        return
+    layer.cpu_linear = lambda x, weight, bias: kernel(x, weight)
+    _state["layers"] += 1
+    if _state["layers"] == 1:
+        _log(f"gemma-chat bf16 linear kernel: in use ({path})")
+
+
+def patch(module: Any) -> None:
+    path = os.environ.get(ENV)
+    if not path or getattr(module, _PATCHED, False):
+        return
+    original = module.dispatch_cpu_unquantized_gemm
+
+    def dispatch_cpu_unquantized_gemm(layer: Any, remove_weight: bool) -> None:
+        original(layer, remove_weight)
+        _replace(layer, path)
+
+    module.dispatch_cpu_unquantized_gemm = dispatch_cpu_unquantized_gemm
+    setattr(module, _PATCHED, True)
+
+
+def layers_replaced() -> int:
+    """How many layers in this process compute with the kernel (for tests and logs)."""
+    return int(_state["layers"])
+
+
+def install_import_hook() -> None:
+    after_import(MODULE, patch)

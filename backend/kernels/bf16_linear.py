@@ -1,0 +1,124 @@
+"""The bfloat16 linear kernel as a PyTorch operator, used only where it reproduces PyTorch.
+
+``usable_here()`` says whether this machine computes bfloat16 linears the way the kernel
+reproduces (ATen's AVX2 dot-product loop: no oneDNN bfloat16, CPU capability AVX2).
+``load(path)`` loads a compiled kernel and checks it against ``torch.nn.functional.linear``
+bit for bit on shapes that exercise every code path; it returns None when any bit differs,
+so the engine keeps PyTorch's own path rather than risk a different token.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from backend.compat.cpu_linear import THREADS_ENV
+
+Linear = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+CHECK_SHAPES = ((1, 768, 96), (3, 768, 50), (8, 64, 33), (37, 784, 70), (5, 3072, 12))
+"""(rows, K, N): one row (the streaming path), tiles with ragged rows and columns, and
+K with and without a 16-element tail after its 64-element chunks."""
+
+_lib: ctypes.CDLL | None = None
+
+
+def usable_here() -> str | None:
+    """None where the kernel reproduces PyTorch's bfloat16 linear, else the reason it does not."""
+    capability = torch.backends.cpu.get_cpu_capability()
+    if capability != "AVX2":
+        return f"PyTorch uses its {capability} kernels here (the kernel reproduces the AVX2 ones)"
+    if torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        return "this CPU has native bfloat16 (oneDNN computes bfloat16 linears here)"
+    return None
+
+
+@torch.library.custom_op("gemma_chat::bf16_linear", mutates_args=())
+def bf16_linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """x[..., K] @ weight[N, K]^T in bfloat16, bit-identical to torch.nn.functional.linear."""
+    assert _lib is not None, "load() the kernel first"
+    rows = x.reshape(-1, x.shape[-1]).contiguous()
+    weight = weight.contiguous()
+    out = torch.empty((rows.shape[0], weight.shape[0]), dtype=torch.bfloat16)
+    status = _lib.gc_linear_bf16(
+        ctypes.c_void_p(rows.data_ptr()),
+        ctypes.c_void_p(weight.data_ptr()),
+        ctypes.c_void_p(out.data_ptr()),
+        ctypes.c_int64(rows.shape[0]),
+        ctypes.c_int64(weight.shape[0]),
+        ctypes.c_int64(weight.shape[1]),
+    )
+    if status != 0:
+        raise MemoryError("bf16_linear: no memory for its float32 scratch")
+    return out.reshape(*x.shape[:-1], weight.shape[0])
+
+
+@bf16_linear.register_fake
+def _(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    return x.new_empty((*x.shape[:-1], weight.shape[0]))
+
+
+def handles(weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
+    """Whether the kernel computes this layer (others keep PyTorch's path)."""
+    return (
+        bias is None
+        and weight.dtype == torch.bfloat16
+        and weight.dim() == 2
+        and weight.device.type == "cpu"
+        and not weight.is_meta
+        and weight.shape[1] % 16 == 0
+        and weight.shape[1] > 0
+    )
+
+
+def reproduces_torch() -> bool:
+    generator = torch.Generator().manual_seed(0)
+    for rows, k, n in CHECK_SHAPES:
+        x = (torch.randn(rows, k, generator=generator) * 3).to(torch.bfloat16)
+        w = torch.randn(n, k, generator=generator).to(torch.bfloat16)
+        expected = torch.nn.functional.linear(x, w)
+        if not torch.equal(bf16_linear(x, w).view(torch.int16), expected.view(torch.int16)):
+            return False
+    return True
+
+
+def _start_threads(lib: ctypes.CDLL, count: int) -> int:
+    """This thread plus helpers pinned to the machine's other cores, ``count`` in all."""
+    here = min(os.sched_getaffinity(0))
+    cpus = [here, *(cpu for cpu in range(os.cpu_count() or 1) if cpu != here)][: max(1, count)]
+    return int(lib.gc_set_threads(len(cpus), (ctypes.c_int * len(cpus))(*cpus)))
+
+
+def load(path: Path, threads: int | None = None) -> Linear | None:
+    """The operator backed by the compiled kernel at ``path``, or None unless it matches PyTorch.
+
+    ``threads`` (default: ``GEMMA_CHAT_CPU_LINEAR_THREADS``, else 1) is fixed at the first load."""
+    global _lib
+    if usable_here() is not None:
+        return None
+    lib = ctypes.CDLL(str(path))
+    lib.gc_linear_bf16.restype = ctypes.c_int
+    lib.gc_set_threads.restype = ctypes.c_int
+    _start_threads(lib, threads if threads is not None else int(os.environ.get(THREADS_ENV, "1")))
+    _lib = lib
+    if not reproduces_torch():
+        _lib = None
+        return None
+    return torch.ops.gemma_chat.bf16_linear
+
+
+def for_engine() -> tuple[Path | None, str]:
+    """The compiled kernel an engine on this machine should use, or None and the reason not."""
+    from backend.kernels.build import KernelUnavailable, compiled
+
+    reason = usable_here()
+    if reason is not None:
+        return None, reason
+    try:
+        return compiled("bf16_linear"), "compiled"
+    except KernelUnavailable as error:
+        return None, str(error)

@@ -1,0 +1,115 @@
+"""The optimized path's bfloat16 linear kernel: the same bits as PyTorch, in and out of vLLM."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from backend.chat import ChatMessage, PromptRenderer
+from backend.compat import cpu_linear
+from backend.engine import EngineRequest, Finished, SamplingSettings
+from backend.kernels import bf16_linear
+from backend.model_source import ModelSource
+from backend.profiles import CPU_LINEAR_ENV, Argument, EngineProfile, engine_config
+from backend.settings import EngineSettings
+from backend.vllm_engine import VllmEngine
+
+WHY_NOT = bf16_linear.usable_here()
+pytestmark = pytest.mark.skipif(WHY_NOT is not None, reason=f"kernel not used on this CPU: {WHY_NOT}")
+
+
+@pytest.fixture(scope="module")
+def kernel() -> bf16_linear.Linear:
+    path, why = bf16_linear.for_engine()
+    assert path is not None, why
+    loaded = bf16_linear.load(path, threads=2)
+    assert loaded is not None, "the kernel reproduces PyTorch's bfloat16 linear on this machine"
+    return loaded
+
+
+def _bits(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.view(torch.int16)
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 7, 8, 31, 32, 33, 70])
+def test_every_output_bit_matches_pytorch(kernel: bf16_linear.Linear, rows: int) -> None:
+    generator = torch.Generator().manual_seed(rows)
+    for k, n in ((16, 5), (48, 17), (64, 64), (80, 33), (768, 130), (1040, 9)):
+        scale = torch.logspace(-3, 3, k).to(torch.bfloat16)  # magnitudes that make rounding matter
+        x = (torch.randn(rows, k, generator=generator) * scale).to(torch.bfloat16)
+        w = torch.randn(n, k, generator=generator).to(torch.bfloat16)
+        assert torch.equal(_bits(kernel(x, w)), _bits(torch.nn.functional.linear(x, w))), (rows, k, n)
+
+
+def test_leading_dimensions_and_compiled_graphs(kernel: bf16_linear.Linear) -> None:
+    x = torch.randn(2, 3, 256).to(torch.bfloat16)
+    w = torch.randn(40, 256).to(torch.bfloat16)
+    expected = torch.nn.functional.linear(x, w)
+    assert torch.equal(_bits(kernel(x, w)), _bits(expected))
+    compiled = torch.compile(lambda a, b: kernel(a, b) * 2, fullgraph=True, backend="eager")
+    assert torch.equal(_bits(compiled(x, w)), _bits(expected * 2)), "an opaque operator to torch.compile"
+
+
+def test_vllm_layers_on_the_pytorch_fallback_get_the_kernel(
+    kernel: bf16_linear.Linear, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vllm.model_executor.layers import utils
+
+    path, _ = bf16_linear.for_engine()
+    monkeypatch.setenv(cpu_linear.ENV, str(path))
+    monkeypatch.setattr(utils, "dispatch_cpu_unquantized_gemm", utils.dispatch_cpu_unquantized_gemm)
+    monkeypatch.delattr(utils, "_gemma_chat_cpu_linear", raising=False)
+    cpu_linear.patch(utils)
+    before = cpu_linear.layers_replaced()
+    for dtype, replaced in ((torch.bfloat16, True), (torch.float32, False)):
+        layer = torch.nn.Linear(128, 48, bias=False).to(dtype)
+        x = torch.randn(5, 128).to(dtype)
+        utils.dispatch_cpu_unquantized_gemm(layer, remove_weight=False)
+        out = layer.cpu_linear(x, layer.weight, None)
+        expected = torch.nn.functional.linear(x, layer.weight)
+        assert torch.equal(out, expected) if replaced else torch.allclose(out, expected, atol=1e-4)
+        assert ("kernel" in layer.cpu_linear.__code__.co_freevars) is replaced, dtype
+    assert cpu_linear.layers_replaced() == before + 1, "bfloat16 layers only"
+
+
+def test_only_the_optimized_path_asks_for_it(tiny_source: ModelSource) -> None:
+    settings = EngineSettings(dtype="bfloat16")
+    optimized = engine_config(EngineProfile.optimized(), tiny_source, settings)
+    assert Path(optimized.env[CPU_LINEAR_ENV].value).is_file()
+    assert "bit-identical" in optimized.env[CPU_LINEAR_ENV].reason
+    for profile in (EngineProfile.baseline(), EngineProfile.eager()):
+        assert CPU_LINEAR_ENV not in engine_config(profile, tiny_source, settings).env
+
+
+@pytest.mark.engine
+async def test_in_vllm_the_kernel_gives_the_baselines_tokens(
+    tiny_source: ModelSource, gemma_home: Path
+) -> None:
+    """bfloat16 on random weights: logits so flat that one different bit would change a token."""
+    settings = EngineSettings(dtype="bfloat16", max_model_len=2048, kv_cache_gib=1, speculation="none")
+    eager = Argument(True, "tests: a quicker start; both engines alike")
+    outputs: dict[str, list[list[int]]] = {}
+    for profile in (EngineProfile.baseline(), EngineProfile.optimized()):
+        config = engine_config(profile, tiny_source, settings)
+        config = replace(config, args={**config.args, "enforce_eager": eager})
+        log = gemma_home / "logs" / f"kernel-{profile.name}.log"
+        engine = VllmEngine(tiny_source, config, log_path=log)
+        await engine.start()
+        try:
+            renderer = PromptRenderer.for_model(str(tiny_source.path))
+            outputs[profile.name] = []
+            for i, text in enumerate(("Hello there", "Write a haiku about rivers.", "List three primes.")):
+                prompt = renderer.render([ChatMessage("user", text)]).text
+                sampling = SamplingSettings(max_tokens=24, ignore_eos=True)
+                request = EngineRequest(f"k{i}", prompt, sampling=sampling)
+                final = [event async for event in engine.stream(request)][-1]
+                assert isinstance(final, Finished), final
+                outputs[profile.name].append(list(final.token_ids))
+        finally:
+            await engine.shutdown()
+        used = "gemma-chat bf16 linear kernel: in use" in log.read_text()
+        assert used is (profile.name == "optimized"), profile.name
+    assert outputs["optimized"] == outputs["baseline"]
