@@ -11,6 +11,7 @@ import torch
 from backend.chat import ChatMessage, PromptRenderer
 from backend.compat import cpu_linear
 from backend.engine import EngineRequest, Finished, SamplingSettings
+from backend.engine_log import capture_stderr
 from backend.kernels import bf16_linear
 from backend.model_source import ModelSource
 from backend.profiles import CPU_LINEAR_ENV, Argument, EngineProfile, engine_config
@@ -49,6 +50,8 @@ def test_leading_dimensions_and_compiled_graphs(kernel: bf16_linear.Linear) -> N
     w = torch.randn(40, 256).to(torch.bfloat16)
     expected = torch.nn.functional.linear(x, w)
     assert torch.equal(_bits(kernel(x, w)), _bits(expected))
+    with pytest.raises(RuntimeError, match="dtype"):
+        kernel(torch.randn(2, 256), w)  # float32 input, bfloat16 weight: PyTorch's own error, not garbage
     compiled = torch.compile(lambda a, b: kernel(a, b) * 2, fullgraph=True, backend="eager")
     assert torch.equal(_bits(compiled(x, w)), _bits(expected * 2)), "an opaque operator to torch.compile"
 
@@ -97,7 +100,8 @@ async def test_in_vllm_the_kernel_gives_the_baselines_tokens(
         config = replace(config, args={**config.args, "enforce_eager": eager})
         log = gemma_home / "logs" / f"kernel-{profile.name}.log"
         engine = VllmEngine(tiny_source, config, log_path=log)
-        await engine.start()
+        with capture_stderr(log):  # the engine's processes log to the fd 2 they start with
+            await engine.start()
         try:
             renderer = PromptRenderer.for_model(str(tiny_source.path))
             outputs[profile.name] = []

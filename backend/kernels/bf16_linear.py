@@ -41,6 +41,8 @@ def usable_here() -> str | None:
 def bf16_linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """x[..., K] @ weight[N, K]^T in bfloat16, bit-identical to torch.nn.functional.linear."""
     assert _lib is not None, "load() the kernel first"
+    if x.dtype != torch.bfloat16 or weight.dtype != torch.bfloat16:
+        return torch.nn.functional.linear(x, weight)  # PyTorch's own answer (or its error)
     rows = x.reshape(-1, x.shape[-1]).contiguous()
     weight = weight.contiguous()
     out = torch.empty((rows.shape[0], weight.shape[0]), dtype=torch.bfloat16)
