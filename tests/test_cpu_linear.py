@@ -67,15 +67,16 @@ def test_vllm_layers_on_the_pytorch_fallback_get_the_kernel(
     monkeypatch.delattr(utils, "_gemma_chat_cpu_linear", raising=False)
     cpu_linear.patch(utils)
     before = cpu_linear.layers_replaced()
-    for dtype, replaced in ((torch.bfloat16, True), (torch.float32, False)):
-        layer = torch.nn.Linear(128, 48, bias=False).to(dtype)
-        x = torch.randn(5, 128).to(dtype)
+    cases = ((torch.bfloat16, 512, True), (torch.float32, 512, False), (torch.bfloat16, 128, False))
+    for dtype, width, replaced in cases:  # a 128 x 384 layer is too small to pay for the call
+        layer = torch.nn.Linear(width, 384, bias=False).to(dtype)
+        x = torch.randn(5, width).to(dtype)
         utils.dispatch_cpu_unquantized_gemm(layer, remove_weight=False)
         out = layer.cpu_linear(x, layer.weight, None)
         expected = torch.nn.functional.linear(x, layer.weight)
         assert torch.equal(out, expected) if replaced else torch.allclose(out, expected, atol=1e-4)
-        assert ("kernel" in layer.cpu_linear.__code__.co_freevars) is replaced, dtype
-    assert cpu_linear.layers_replaced() == before + 1, "bfloat16 layers only"
+        assert ("kernel" in layer.cpu_linear.__code__.co_freevars) is replaced, (dtype, width)
+    assert cpu_linear.layers_replaced() == before + 1, "large bfloat16 layers only"
 
 
 def test_only_the_optimized_path_asks_for_it(tiny_source: ModelSource) -> None:

@@ -170,7 +170,7 @@ static int range_of(const job_t* job, int64_t n0, int64_t n1) {
 }
 
 #define MAX_THREADS 64
-#define SPINS 40000 /* about a millisecond of waiting before sleeping */
+#define SPINS 10000 /* a few hundred microseconds of waiting before sleeping */
 static int n_threads = 1;
 static pthread_t helpers[MAX_THREADS];
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -247,7 +247,8 @@ int gc_linear_bf16(const uint16_t* x, const uint16_t* w, uint16_t* y, int64_t M,
   }
   to_f32(x, xbuf, M * K);
   job_t job = {xbuf, w, y, M, N, K};
-  const int parts = (n_threads > 1 && N >= 2 * IB * n_threads) ? n_threads : 1;
+  /* a helper pays for its wake-up from about half a million multiply-adds on */
+  const int parts = (n_threads > 1 && N >= 2 * IB * n_threads && M * N * K >= (1 << 19)) ? n_threads : 1;
   if (parts == 1) return range_of(&job, 0, N);
   current = job;
   atomic_store(&failed, 0);
