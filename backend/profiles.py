@@ -219,10 +219,11 @@ def engine_config(
         )
     if profile.enforce_eager:
         args["enforce_eager"] = Argument(True, "no torch.compile (diagnosis profile)")
-    speculative = _speculative(profile, source)
     notes: tuple[str, ...] = ()
     if profile == EngineProfile.optimized():
         speculative, notes = _optimized_speculation(source, settings, gpu)
+    else:
+        speculative = _speculative(profile, source)
     if speculative is not None:
         spec, why = speculative
         if not gpu:

@@ -20,6 +20,9 @@
  */
 #define _GNU_SOURCE
 #include <immintrin.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,24 +108,25 @@ static void gemv(const float* xr, const uint16_t* w, uint16_t* y, int64_t N, int
     y[i] = f32_to_bf16(sum + hsum8(t));
   }
 }
-static __thread float* scratch = NULL;
-static __thread size_t scratch_floats = 0;
+/* A growable, 64-byte aligned float buffer; each thread keeps its own. */
+typedef struct {
+  float* data;
+  size_t floats;
+} buffer_t;
 
-static float* scratch_for(size_t floats) {
-  if (floats > scratch_floats) {
-    free(scratch);
-    scratch = NULL;
-    scratch_floats = 0;
-    if (posix_memalign((void**)&scratch, 64, floats * sizeof(float)) != 0) return NULL;
-    scratch_floats = floats;
+static float* at_least(buffer_t* buffer, size_t floats) {
+  if (floats > buffer->floats) {
+    free(buffer->data);
+    buffer->data = NULL;
+    buffer->floats = 0;
+    if (posix_memalign((void**)&buffer->data, 64, floats * sizeof(float)) != 0) return NULL;
+    buffer->floats = floats;
   }
-  return scratch;
+  return buffer->data;
 }
 
-
-#include <pthread.h>
-#include <sched.h>
-#include <stdatomic.h>
+static __thread buffer_t weight_rows; /* IB weight rows in float32 */
+static __thread buffer_t input_rows;  /* the call's x rows in float32 */
 
 /* One call's work: rows of y for output columns [n0, n1). */
 typedef struct {
@@ -142,7 +146,7 @@ static int range_of(const job_t* job, int64_t n0, int64_t n1) {
     gemv(xf, w + n0 * K, y + n0, n1 - n0, K);
     return 0;
   }
-  float* wf = scratch_for((size_t)IB * (size_t)K);
+  float* wf = at_least(&weight_rows, (size_t)IB * (size_t)K);
   if (wf == NULL) return -1;
   for (int64_t jb = 0; jb < M; jb += JB) {
     const int64_t je = (jb + JB < M) ? jb + JB : M;
@@ -235,16 +239,8 @@ int gc_set_threads(int count, const int* cpus) {
 /* y[M,N] = x[M,K] . w[N,K]^T, all row-major and contiguous; K % 16 == 0.
    Returns 0, or -1 when scratch memory could not be allocated. */
 int gc_linear_bf16(const uint16_t* x, const uint16_t* w, uint16_t* y, int64_t M, int64_t N, int64_t K) {
-  static __thread float* xbuf = NULL;
-  static __thread size_t xcap = 0;
-  const size_t need = (size_t)M * (size_t)K;
-  if (need > xcap) {
-    free(xbuf);
-    xbuf = NULL;
-    xcap = 0;
-    if (posix_memalign((void**)&xbuf, 64, need * sizeof(float)) != 0) return -1;
-    xcap = need;
-  }
+  float* xbuf = at_least(&input_rows, (size_t)M * (size_t)K);
+  if (xbuf == NULL) return -1;
   to_f32(x, xbuf, M * K);
   job_t job = {xbuf, w, y, M, N, K};
   /* a helper pays for its wake-up from about half a million multiply-adds on */
