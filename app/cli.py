@@ -49,6 +49,9 @@ def _add_model_flags(parser: argparse.ArgumentParser, top_level: bool = False) -
     group.add_argument(
         "--draft-tokens", type=int, default=unset, help="draft tokens per step for --speculation mtp/ngram"
     )
+    group.add_argument(
+        "--data-dir", default=unset, help="where chats are stored (default: the user data directory)"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,7 +61,6 @@ def build_parser() -> argparse.ArgumentParser:
         "Without a command, opens the chat app.",
     )
     parser.add_argument("--version", action="version", version=f"gemma-chat {__version__}")
-    parser.add_argument("--data-dir", help="where chats are stored (default: the user data directory)")
     _add_model_flags(parser, top_level=True)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -191,6 +193,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
+    except Exception as error:  # a bug: one readable line (the traceback goes to the log), never silence
+        from backend.failures import record_failure
+
+        what = f"running gemma-chat {args.command or 'chat'}"
+        print(f"gemma-chat: {record_failure(what, error)}", file=sys.stderr)
+        return 1
     parser.error(f"unknown command {args.command}")
     return EXIT_USAGE
 

@@ -1,14 +1,63 @@
-"""Compare mode: the same request on the baseline and the optimized path, one after the other
-(so neither steals the other's cores), then the speed-up and the token-parity verdict."""
+"""Compare mode's result: the two paths' replies, the speed-up, token parity, and what differed.
+
+Where both paths were started with the same engine arguments and environment, nothing of the
+optimized path applies on this machine: the result says so instead of printing a ratio, which
+would only measure noise.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, replace
+import json
+from dataclasses import dataclass
 from typing import Any
 
-from backend.engine import Cancelled, Engine, EngineRequest, Failed, Finished, TurnEvent
-from backend.parity import TokenParity, compare_tokens
+from backend.engine import EngineInfo, Finished
+from backend.parity import TokenParity
+
+SAME_PATHS = "optimized = baseline on this machine: nothing applies"
+
+
+@dataclass(frozen=True)
+class PathDifference:
+    """One engine argument (or environment variable) the two paths were started with differently."""
+
+    name: str
+    baseline: Any
+    optimized: Any
+
+    def label(self) -> str:
+        """Short and readable: what the optimized path does here."""
+        value = self.optimized
+        if self.name == "speculative_config" and isinstance(value, dict):
+            method = value.get("method") or "mtp"
+            return f"{method} speculation ({value.get('num_speculative_tokens')} drafts)"
+        if self.name == "env GEMMA_CHAT_CPU_LINEAR":
+            return "bf16 linear kernel"
+        if value is None:
+            return f"no {self.name}"
+        return f"{self.name}={_short(value)}"
+
+
+def _short(value: Any, limit: int = 24) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+HIDDEN = {"per_request_spec_decode_metrics", "env GEMMA_CHAT_CPU_LINEAR_THREADS"}
+"""Differences that only follow from another one (figures of speculation, the kernel's threads)."""
+
+
+def path_differences(baseline: EngineInfo, optimized: EngineInfo) -> tuple[PathDifference, ...]:
+    """Every engine argument and environment variable the two paths' engines differ in."""
+    found: list[PathDifference] = []
+    for prefix, base, opt in (
+        ("", baseline.engine_args, optimized.engine_args),
+        ("env ", baseline.environment, optimized.environment),
+    ):
+        for key in sorted(set(base) | set(opt)):
+            if base.get(key) != opt.get(key):
+                found.append(PathDifference(prefix + key, base.get(key), opt.get(key)))
+    return tuple(found)
 
 
 @dataclass(frozen=True)
@@ -16,59 +65,33 @@ class CompareResult:
     baseline: Finished
     optimized: Finished
     parity: TokenParity
+    differences: tuple[PathDifference, ...] = ()
+
+    @property
+    def same_paths(self) -> bool:
+        """True when both engines got identical arguments and environment."""
+        return not self.differences
 
     @property
     def decode_speedup(self) -> float | None:
         base, opt = self.baseline.metrics.decode_tokens_per_s, self.optimized.metrics.decode_tokens_per_s
-        return opt / base if base and opt else None
+        return opt / base if base and opt and not self.same_paths else None
 
     @property
     def e2e_speedup(self) -> float | None:
         base, opt = self.baseline.metrics.e2e_s, self.optimized.metrics.e2e_s
-        return base / opt if base and opt else None
+        return base / opt if base and opt and not self.same_paths else None
 
-    def summary(self) -> str:
+    def differences_line(self) -> str:
+        shown = [d.label() for d in self.differences if d.name not in HIDDEN]
+        return f"optimized path here: {', '.join(shown)}" if shown else SAME_PATHS
+
+    def speedup_line(self) -> str:
+        if self.same_paths:
+            return SAME_PATHS
         decode = f"{self.decode_speedup:.2f}x" if self.decode_speedup else "n/a"
         e2e = f"{self.e2e_speedup:.2f}x" if self.e2e_speedup else "n/a"
-        return f"speed-up: decode {decode}, end-to-end {e2e} · parity: {self.parity.describe()}"
+        return f"speed-up: decode {decode}, end-to-end {e2e} (one run: noisy)"
 
-
-@dataclass(frozen=True)
-class PathEvent:
-    """An event of one path during a comparison."""
-
-    path: str
-    event: Any
-    """A ``TurnEvent``, or a tool event when the turn calls tools."""
-
-
-TurnRunner = Callable[[str, Engine], AsyncIterator[Any]]
-"""Runs the turn on one path; it ends with ``Finished``, ``Cancelled`` or ``Failed``."""
-
-
-async def compare_stream(
-    baseline: Engine,
-    optimized: Engine,
-    request: EngineRequest,
-    decode: Callable[[int], str] | None = None,
-    run_turn: TurnRunner | None = None,
-) -> AsyncIterator[PathEvent | CompareResult]:
-    """Yields every event of both paths (baseline first), then one ``CompareResult`` if both finished.
-
-    ``run_turn`` replaces the single request (a tool-calling turn has several); the default
-    streams ``request`` with a per-path request id."""
-
-    def single(path: str, engine: Engine) -> AsyncIterator[TurnEvent]:
-        return engine.stream(replace(request, request_id=f"{path}-{request.request_id}"))
-
-    finals: dict[str, TurnEvent] = {}
-    for path, engine in (("baseline", baseline), ("optimized", optimized)):
-        async for event in (run_turn or single)(path, engine):
-            yield PathEvent(path, event)
-            if isinstance(event, Finished | Cancelled | Failed):
-                finals[path] = event
-        if not isinstance(finals.get(path), Finished):
-            return
-    base, opt = finals["baseline"], finals["optimized"]
-    assert isinstance(base, Finished) and isinstance(opt, Finished)
-    yield CompareResult(base, opt, compare_tokens(base.token_ids, opt.token_ids, decode))
+    def summary(self) -> str:
+        return f"{self.speedup_line()} · parity: {self.parity.describe()}"

@@ -7,7 +7,6 @@ the conversation carries on in memory (nothing the user typed or received is los
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from backend.chat import ChatMessage, MediaKind
 from backend.media.attachment import Attachment, AttachmentError, load_attachment
@@ -77,15 +76,11 @@ class Conversation:
         """Every attachment of the visible branch, in prompt order."""
         return [a for t in self.turns for a in t.attachments]
 
-    def multi_modal_data(self) -> dict[str, list[Any]]:
-        data: dict[str, list[Any]] = {}
-        for attachment in self.attachments():
-            data.setdefault(attachment.kind, []).append(attachment.payload)
-        return data
-
-    def attachment_tokens(self) -> int:
-        """Tokens the attachments add beyond their one-token placeholders."""
-        return sum(a.tokens - 1 for a in self.attachments())
+    def drop_oldest(self) -> str | None:
+        """Drop the oldest visible turn (the prompt no longer fits); its role, or None for the last."""
+        if len(self.turns) <= 1:
+            return None
+        return self.turns.pop(0).role
 
     def _parent(self) -> int | None:
         return self.turns[-1].message_id if self.turns else None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from backend.chat import ChatMessage, RenderedPrompt
 from backend.metrics import TurnMetrics
@@ -85,10 +85,20 @@ class Cancelled:
     metrics: TurnMetrics
 
 
+FailureReason = Literal["rejected", "engine_died", "not_running", "error"]
+
+
 @dataclass(frozen=True)
 class Failed:
     request_id: str
     message: str
+    reason: FailureReason = "error"
+    """``engine_died``: the engine must be restarted before the next turn; ``rejected``: the
+    engine refused this request (and keeps running); ``not_running``: it was never started."""
+
+    @property
+    def engine_died(self) -> bool:
+        return self.reason == "engine_died"
 
 
 TurnEvent = Started | Delta | MetricsUpdate | Finished | Cancelled | Failed
@@ -103,6 +113,8 @@ class EngineInfo:
     max_model_len: int
     modalities: frozenset[str]
     engine_args: dict[str, Any]
+    environment: dict[str, str] = field(default_factory=dict)
+    """Environment variables the engine's processes were started with (beyond the user's own)."""
 
 
 class Engine(Protocol):
@@ -126,3 +138,12 @@ class Engine(Protocol):
     def decode(self, token_ids: list[int]) -> str:
         """Text of ``token_ids``, special tokens kept (for parity verdicts)."""
         ...
+
+
+@dataclass(frozen=True)
+class PathEngine:
+    """A started engine of one path, with what it said about itself when it started."""
+
+    name: str
+    engine: Engine
+    info: EngineInfo

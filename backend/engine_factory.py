@@ -10,7 +10,8 @@ from typing import Any
 
 from backend import paths
 from backend.chat import ChatMessage, RenderedPrompt
-from backend.engine import EngineInfo, EngineRequest, ProgressCallback, TurnEvent
+from backend.engine import EngineInfo, EngineRequest, Failed, ProgressCallback, TurnEvent
+from backend.errors import EngineStartFailed
 from backend.model_source import ModelSource, resolve
 from backend.profiles import EngineProfile, engine_config
 from backend.settings import Settings
@@ -26,20 +27,27 @@ def resolve_model(settings: Settings) -> ModelSource:
 
 
 def make_engine(
-    settings: Settings, source: ModelSource, profile: str | None = None, engines_sharing_gpu: int = 1
+    settings: Settings,
+    source: ModelSource,
+    profile: str | None = None,
+    engines_sharing_gpu: int = 1,
+    log_path: Path | None = None,
 ) -> VllmEngine:
     chosen = EngineProfile.named(profile or settings.profile)
     config = engine_config(chosen, source, settings.engine, engines_sharing_gpu)
-    return VllmEngine(source, config, log_path=new_log_path(chosen.name))
+    return VllmEngine(source, config, log_path=log_path or new_log_path(chosen.name))
 
 
 class DeferredEngine:
     """An engine whose model is resolved (maybe downloaded) when it starts, off the event loop."""
 
-    def __init__(self, settings: Settings, profile: str, engines_sharing_gpu: int = 2) -> None:
+    def __init__(
+        self, settings: Settings, profile: str, engines_sharing_gpu: int = 2, log_path: Path | None = None
+    ) -> None:
         self.settings = settings
         self.profile = profile
         self.engines_sharing_gpu = engines_sharing_gpu
+        self.log_path = log_path
         self.inner: VllmEngine | None = None
 
     async def start(self, progress: ProgressCallback | None = None) -> EngineInfo:
@@ -47,16 +55,22 @@ class DeferredEngine:
             if progress:
                 progress("finding the model")
             source = await asyncio.to_thread(resolve_model, self.settings)
-            self.inner = make_engine(self.settings, source, self.profile, self.engines_sharing_gpu)
+            self.inner = make_engine(
+                self.settings, source, self.profile, self.engines_sharing_gpu, self.log_path
+            )
         return await self.inner.start(progress)
 
     def _engine(self) -> VllmEngine:
         if self.inner is None:
-            raise RuntimeError("the engine has not started")
+            raise EngineStartFailed("The engine has not started yet.", "Wait for 'ready' in the status bar.")
         return self.inner
 
-    def stream(self, request: EngineRequest) -> AsyncIterator[TurnEvent]:
-        return self._engine().stream(request)
+    async def stream(self, request: EngineRequest) -> AsyncIterator[TurnEvent]:
+        if self.inner is None:
+            yield Failed(request.request_id, "The engine has not started yet.", "not_running")
+            return
+        async for event in self.inner.stream(request):
+            yield event
 
     async def abort(self, request_id: str) -> None:
         if self.inner is not None:

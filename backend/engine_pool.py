@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from backend.engine import Engine, EngineInfo
+from backend.engine import Engine, EngineInfo, PathEngine
 from backend.errors import GemmaChatError
 
 EngineFactory = Callable[[str], Engine]
@@ -39,7 +39,7 @@ Listener = Callable[[EngineState], None]
 
 class EnginePool:
     def __init__(self, factory: EngineFactory) -> None:
-        self._factory = factory
+        self.factory = factory
         self._engines: dict[str, Engine] = {}
         self._starts: dict[str, asyncio.Task[EngineInfo]] = {}
         self.states: dict[str, EngineState] = {}
@@ -56,18 +56,15 @@ class EnginePool:
     def state(self, profile: str) -> EngineState:
         return self.states.get(profile, EngineState(profile, "stopped"))
 
-    async def ensure(self, profile: str) -> Engine:
+    async def ensure(self, profile: str) -> PathEngine:
         """The running engine for ``profile``; starts it (once) if needed. Raises GemmaChatError."""
-        engine = self._engines.get(profile)
-        if engine is not None and self.state(profile).ready:
-            return engine
         task = self._starts.get(profile)
-        if task is None or (task.done() and task.exception() is not None):
-            engine = self._engines.setdefault(profile, self._factory(profile))
+        if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
+            engine = self._engines.setdefault(profile, self.factory(profile))
             task = asyncio.ensure_future(self._start(profile, engine))
             self._starts[profile] = task
-        await asyncio.shield(task)
-        return self._engines[profile]
+        info = await asyncio.shield(task)
+        return PathEngine(profile, self._engines[profile], info)
 
     async def _start(self, profile: str, engine: Engine) -> EngineInfo:
         began = time.monotonic()

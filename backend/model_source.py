@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backend import paths
-from backend.assets import ASSETS
+from backend.assets import ASSETS, asset
 from backend.errors import ModelNotFound, NotACheckpoint
 
 DEFAULT_MODEL = "google/gemma-4-E2B-it"
@@ -23,6 +23,8 @@ DEFAULT_DRAFTER = "google/gemma-4-E2B-it-assistant"
 GENERATED_MANIFEST = "gemma-chat-checkpoint.json"
 DEMO_SIZE, DEMO_SEED = "tiny", 0
 DEMO_NAME = "demo (10M-parameter Gemma 4 trained on Python's standard library)"
+DEMO_SHORT_NAME = "demo (10M Gemma 4)"
+"""The demo model's name where space is short (the chat app's status bar)."""
 
 
 @dataclass(frozen=True)
@@ -139,6 +141,24 @@ def resolve(model: str | None, demo: bool = False) -> ModelSource:
     check_checkpoint_dir(path)
     drafter = _optional_download(DEFAULT_DRAFTER) if model == DEFAULT_MODEL else None
     return ModelSource(path=path, drafter=drafter, name=model)
+
+
+DESCRIBED_CONFIGS = {"model": "gemma4_e2b_config.json", "drafter": "gemma4_e2b_assistant_config.json"}
+
+
+def described_default_model() -> ModelSource:
+    """Gemma 4 E2B and its drafter as the configs shipped in ``assets/`` describe them — no weights.
+
+    For showing what each engine path would run before the 10 GB download; nothing can load it."""
+    root = paths.cache_dir() / "described" / DEFAULT_MODEL.replace("/", "--")
+    for folder, name in DESCRIBED_CONFIGS.items():
+        (root / folder).mkdir(parents=True, exist_ok=True)
+        (root / folder / "config.json").write_text(asset(name).read_text())
+    return ModelSource(
+        path=root / "model",
+        drafter=root / "drafter",
+        name=f"{DEFAULT_MODEL} (described by its shipped config, not downloaded)",
+    )
 
 
 def demo_model() -> ModelSource:

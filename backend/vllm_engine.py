@@ -15,6 +15,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from backend import vllm_env
 from backend.chat import ChatMessage, PromptRenderer, RenderedPrompt
 from backend.engine import (
@@ -31,7 +33,7 @@ from backend.engine import (
 )
 from backend.engine_log import diagnose, tail
 from backend.engine_stats import EngineStats, stat_logger_factory
-from backend.errors import GemmaChatError
+from backend.errors import EngineStartFailed, GemmaChatError
 from backend.metrics import MetricsTracker
 from backend.model_source import ModelSource
 from backend.profiles import EngineConfig, apply_env, restore_env
@@ -73,6 +75,9 @@ class VllmEngine:
         self._cancelled: set[str] = set()
         self._dead = False
         self._renderer: PromptRenderer | None = None
+        self._building: set[int] | None = None
+        """While a start runs: the child processes this process had before it (the start's own are new)."""
+        self._closing = False
 
     @property
     def started(self) -> bool:
@@ -96,6 +101,7 @@ class VllmEngine:
             max_model_len=int(model_config.max_model_len),
             modalities=self.source.modalities(),
             engine_args=self.config.engine_kwargs(),
+            environment=self.config.env_values(),
         )
         say("ready")
         return self.info
@@ -106,21 +112,42 @@ class VllmEngine:
         from vllm.v1.engine.async_llm import AsyncLLM
 
         with _START_LOCK:
+            if self._closing:
+                raise EngineStartFailed("The engine start was stopped (the app is quitting).")
             previous = apply_env(self.config)
+            self._building = {p.pid for p in psutil.Process().children(recursive=True)}
             try:
-                return AsyncLLM.from_engine_args(
+                llm = AsyncLLM.from_engine_args(
                     AsyncEngineArgs(**self.config.engine_kwargs()),
                     stat_loggers=[stat_logger_factory(self.stats)],
                 )
             finally:
+                self._building = None
                 restore_env(previous)
+        if self._closing:  # shut down while it started: nobody will use it
+            llm.shutdown()
+            raise EngineStartFailed("The engine start was stopped (the app is quitting).")
+        return llm
+
+    def _abandon_start(self) -> None:
+        """End the processes a start in progress has spawned, so the start fails at once."""
+        before = self._building
+        if before is None:
+            return
+        for child in psutil.Process().children(recursive=True):
+            try:
+                spawned = "VLLM" in child.name() or "multiprocessing" in " ".join(child.cmdline())
+                if child.pid not in before and spawned:
+                    child.kill()
+            except psutil.Error:
+                continue
 
     async def stream(self, request: EngineRequest) -> AsyncIterator[TurnEvent]:
         if self._llm is None:
-            yield Failed(request.request_id, "The engine is not running; start it first.")
+            yield Failed(request.request_id, "The engine is not running; start it first.", "not_running")
             return
         if self.dead:
-            yield Failed(request.request_id, DEAD_MESSAGE)
+            yield Failed(request.request_id, DEAD_MESSAGE, "engine_died")
             return
         from vllm.v1.engine.exceptions import EngineDeadError
 
@@ -148,19 +175,19 @@ class VllmEngine:
                     finish_reason = str(completion.finish_reason)
         except EngineDeadError:
             self._dead = True
-            yield Failed(rid, DEAD_MESSAGE)
+            yield Failed(rid, DEAD_MESSAGE, "engine_died")
             return
         except asyncio.CancelledError:
             await self.abort(rid)
             raise
         except GemmaChatError as error:
-            yield Failed(rid, str(error))
+            yield Failed(rid, str(error), "rejected")
             return
         except (ValueError, TypeError, RuntimeError) as error:  # bad input rejected by vLLM
             if self.dead:
-                yield Failed(rid, DEAD_MESSAGE)
+                yield Failed(rid, DEAD_MESSAGE, "engine_died")
             else:
-                yield Failed(rid, f"The engine rejected the request: {error}")
+                yield Failed(rid, f"The engine rejected the request: {error}", "rejected")
             return
         metrics = tracker.latest
         if rid in self._cancelled or finish_reason == "abort":
@@ -189,6 +216,11 @@ class VllmEngine:
         await self._llm.abort(request_id)
 
     async def shutdown(self) -> None:
+        """End the engine and its processes — also one still starting (its start then fails)."""
+        if self._llm is None:
+            self._closing = True
+            self._abandon_start()
+            return
         llm, self._llm = self._llm, None
         if llm is not None:
             await asyncio.to_thread(llm.shutdown)
@@ -204,6 +236,7 @@ class VllmEngine:
             self._llm = None
         self.info = None
         self._dead = False
+        self._closing = False
         return await self.start(progress)
 
     @property

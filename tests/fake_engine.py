@@ -1,7 +1,7 @@
 """A fake engine for UI-flow tests: the same TurnEvents as VllmEngine, with made-up figures.
 
-Every flow driven with it also has a real-engine test (tests/test_tui_real_engine.py and
-the engine tests).
+Every flow driven with it also has a real-engine test (tests/test_app_entry.py,
+tests/test_first_run.py and the engine tests).
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ class FakeEngine:
         rid = request.request_id
         yield Started(rid)
         if self.die_on_turn:
-            yield Failed(rid, DEAD_MESSAGE)
+            yield Failed(rid, DEAD_MESSAGE, "engine_died")
             return
         reply = self.script.pop(0) if self.script else self.reply
         words = reply.split(" ")[: request.sampling.max_tokens]

@@ -15,6 +15,7 @@ from backend.tools.gemma_format import format_call
 from backend.tools.loop import ToolFinished, ToolStarted
 from backend.tools.runner import ToolRecord
 from backend.tools.spec import ToolCall
+from backend.turn import dispatch
 
 CALL = ToolCall("calculator", {"expression": "6 * 7"})
 RECORD = ToolRecord(1, "calculator", {"expression": "6 * 7"}, "ok", result=42, duration_s=0.0004)
@@ -31,10 +32,10 @@ EVENTS = [
 ]
 
 
-def test_text_output_streams_the_answer_and_a_timeline_line(capsys: pytest.CaptureFixture[str]) -> None:
-    printer = TextPrinter(io.StringIO())
-    codes = [printer.event("optimized", e) for e in EVENTS]
-    assert codes[-1] == 0 and all(c is None for c in codes[:-1])
+async def test_text_output_streams_the_answer_and_a_timeline_line(capsys: pytest.CaptureFixture[str]) -> None:
+    renderer = TextPrinter(io.StringIO()).renderer("optimized")
+    ended = [await dispatch(renderer, e) for e in EVENTS]
+    assert ended[-1] and not any(ended[:-1]) and renderer.exit_code == 0
     out = capsys.readouterr().out
     assert "<|tool_call>" not in out and "<turn|>" not in out
     assert out.startswith('Let me compute.\n  ✓ calculator(expression="6 * 7") → 42 · 0 ms')
@@ -42,10 +43,11 @@ def test_text_output_streams_the_answer_and_a_timeline_line(capsys: pytest.Captu
     assert out.rstrip().splitlines()[-1].endswith("· tools 0 ms (1 call)")
 
 
-def test_json_output_has_the_timeline(capsys: pytest.CaptureFixture[str]) -> None:
+async def test_json_output_has_the_timeline(capsys: pytest.CaptureFixture[str]) -> None:
     report = JsonReport([])
+    renderer = report.renderer("optimized")
     for event in EVENTS:
-        report.event("optimized", event)
+        await dispatch(renderer, event)
     report.emit()
     doc = json.loads(capsys.readouterr().out)
     path = doc["paths"]["optimized"]

@@ -63,6 +63,19 @@ def test_hub_model_without_network_or_local_copy(tmp_path: Path) -> None:
     _assert_clear_failure(result, "google/gemma-4-E2B-it is not on this machine", "fix:", "--model", "--demo")
 
 
+def test_profiles_without_the_model_describes_it_from_its_shipped_config(tmp_path: Path) -> None:
+    offline = {"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    result = _gemma_chat("profiles", env=offline)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "google/gemma-4-E2B-it is not on this machine" in out and "hf download" in out
+    for header in ("[baseline]", "[optimized] (default)", "[eager]"):
+        assert header in out
+    assert "max_model_len = 8192" in out or "max_model_len = 4096" in out or "max_model_len = 32768" in out
+    measure = _gemma_chat("profiles", "--measure", env=offline)
+    _assert_clear_failure(measure, "--measure needs its weights")
+
+
 def test_directory_that_is_not_a_checkpoint(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("not a model")
     result = _gemma_chat("ask", "--model", str(tmp_path), "Hi")

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from app.commands.ask import multi_modal_data
 from backend.chat import ChatMessage, PromptRenderer
 from backend.engine import EngineRequest, Finished, SamplingSettings
-from backend.media.attachment import load_attachment
+from backend.media.attachment import load_attachment, media_payloads
 from backend.vllm_engine import VllmEngine
 from tests.media_files import audio_file, image_file, video_file
 from tests.test_cli import _gemma_chat
@@ -27,7 +26,7 @@ async def _prompt_tokens(engine: VllmEngine, paths: list[Path]) -> tuple[int, in
     request = EngineRequest(
         request_id=f"media-{'-'.join(kinds)}",
         prompt=rendered.text,
-        multi_modal_data=multi_modal_data(attachments),
+        multi_modal_data=media_payloads(attachments),
         sampling=SamplingSettings(max_tokens=8, ignore_eos=True),
     )
     final = [e async for e in engine.stream(request)][-1]

@@ -110,7 +110,7 @@ async def test_killed_engine_is_reported_and_restarts(eager_engine: VllmEngine) 
     final = await asyncio.wait_for(
         _final(eager_engine, _request(eager_engine, "after-kill", "Hi")), timeout=60
     )
-    assert isinstance(final, Failed) and final.message == DEAD_MESSAGE
+    assert isinstance(final, Failed) and final.engine_died and final.message == DEAD_MESSAGE
     again = await asyncio.wait_for(_final(eager_engine, _request(eager_engine, "again", "Hi")), timeout=60)
     assert isinstance(again, Failed), "a dead engine keeps saying so, without hanging"
     await eager_engine.restart()

@@ -51,7 +51,7 @@ async def send(app: GemmaChatApp, pilot: Any, text: str) -> None:
     prompt.text = text
     prompt.focus()
     await pilot.press("enter")
-    await wait_until(pilot, lambda: prompt.text == "" and app.turn_state is None)
+    await wait_until(pilot, lambda: prompt.text == "" and app.turn is None)
 
 
 def replies(app: GemmaChatApp) -> list[MessageView]:

@@ -92,14 +92,14 @@ async def test_approval_deny_then_always(tmp_path: Path) -> None:
         await pilot.press("enter")
         await wait_for_dialog(pilot)
         await pilot.press("d")
-        await wait_until(pilot, lambda: app.turn_state is None)
+        await wait_until(pilot, lambda: app.turn is None)
         assert app.query(ToolBlock)[-1].record.status == "denied"  # type: ignore[union-attr]
         assert "did not allow calculator" in engines["optimized"].requests[1].prompt
         prompt.text = "second"
         await pilot.press("enter")
         await wait_for_dialog(pilot)
         await pilot.press("a")
-        await wait_until(pilot, lambda: app.turn_state is None)
+        await wait_until(pilot, lambda: app.turn is None)
         assert app.query(ToolBlock)[-1].record.status == "ok"  # type: ignore[union-attr]
         await send(app, pilot, "third")  # "always for this chat": no dialog this time
         assert app.query(ToolBlock)[-1].record.status == "ok"  # type: ignore[union-attr]
@@ -113,7 +113,7 @@ async def test_esc_during_approval_stops_the_turn_and_keeps_the_chat(tmp_path: P
         await pilot.press("enter")
         await wait_for_dialog(pilot)
         await app.action_stop()
-        await wait_until(pilot, lambda: app.turn_state is None)
+        await wait_until(pilot, lambda: app.turn is None)
         assert replies(app)[0].status == "stopped"
         assert [t.role for t in app.conversation.turns] == ["user", "assistant"]
         assert app.conversation.turns[0].text == "please"

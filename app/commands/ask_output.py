@@ -1,4 +1,8 @@
-"""What ``gemma-chat ask`` writes: streamed text with a tool timeline, or one JSON document."""
+"""What ``gemma-chat ask`` writes: streamed text with a tool timeline, or one JSON document.
+
+Each output makes one ``TurnRenderer`` per engine path; the shared turn pipeline's events reach
+it through ``backend.turn.dispatch``. A renderer's ``exit_code`` is set once its path has ended.
+"""
 
 from __future__ import annotations
 
@@ -15,18 +19,84 @@ from backend.tools.gemma_format import VisibleStream
 from backend.tools.loop import StepLimitReached, ToolFinished, ToolStarted
 from backend.tools.runner import ToolRecord
 from backend.tools.timeline import timeline_line, tools_summary
+from backend.turn import TurnRenderer
+
+
+class PathOutput(TurnRenderer):
+    """One path's part of the output; ``exit_code`` is 0 once it finished or stopped, 1 if it failed."""
+
+    def __init__(self) -> None:
+        self.exit_code: int | None = None
+        self.records: list[ToolRecord] = []
+
+    async def on_tool_finished(self, event: ToolFinished) -> None:
+        self.records.append(event.record)
+
+    def tool_seconds(self) -> float:
+        return sum(r.duration_s for r in self.records if not r.reused)
+
+
+class TextPath(PathOutput):
+    """Streams visible text to stdout; errors and the figures line close the path."""
+
+    def __init__(self, console: TextIO, path: str, comparing: bool) -> None:
+        super().__init__()
+        self.console, self.path, self.comparing = console, path, comparing
+        self.stream = VisibleStream()
+        self.after_tool = False
+        self.headed = False
+
+    async def on_started(self, event: Started) -> None:
+        if self.comparing and not self.headed:  # once per path, though a tool loop sends several requests
+            self.headed = True
+            sys.stdout.write(f"── {self.path}:\n")
+
+    async def on_delta(self, event: Delta) -> None:
+        piece = self.stream.feed(event.text)
+        if piece and self.after_tool:  # the answer starts below the timeline lines
+            piece = "\n" + piece.lstrip("\n")
+            self.after_tool = False
+        sys.stdout.write(piece)
+        sys.stdout.flush()
+
+    async def on_tool_started(self, event: ToolStarted) -> None:
+        self.stream.next_step()
+
+    async def on_tool_finished(self, event: ToolFinished) -> None:
+        await super().on_tool_finished(event)
+        self.after_tool = True
+        sys.stdout.write(f"\n  {timeline_line(event.record)}")
+        sys.stdout.flush()
+
+    async def on_step_limit(self, event: StepLimitReached) -> None:
+        sys.stdout.write(f"\n  (tool step limit of {event.steps} reached)")
+
+    async def on_finished(self, event: Finished) -> None:
+        self._figures(event)
+
+    async def on_cancelled(self, event: Cancelled) -> None:
+        self._figures(event, " · stopped")
+
+    def _figures(self, event: Finished | Cancelled, suffix: str = "") -> None:
+        tools = tools_summary(self.records, self.tool_seconds())
+        line = event.metrics.summary_line() + (f" · {tools}" if tools else "")
+        sys.stdout.write(f"\n── {self.path}: {line}{suffix}\n")
+        self.exit_code = 0
+
+    async def on_failed(self, event: Failed) -> None:
+        self.console.write(f"\ngemma-chat: {event.message}\n")
+        self.exit_code = 1
 
 
 class TextPrinter:
-    """Streams visible text to stdout; progress, errors and approvals go to the console (stderr)."""
+    """Progress, errors and approvals go to the console (stderr); replies to stdout."""
 
     def __init__(self, console: TextIO, comparing: bool = False) -> None:
         self.console = console
         self.comparing = comparing
-        self.stream = VisibleStream()
-        self.records: list[ToolRecord] = []
-        self.headed: set[str] = set()
-        self.after_tool = False
+
+    def renderer(self, path: str) -> PathOutput:
+        return TextPath(self.console, path, self.comparing)
 
     def progress(self, stage: str) -> None:
         self.console.write(f"gemma-chat: {stage}\n")
@@ -36,41 +106,36 @@ class TextPrinter:
         if error.fix:
             self.console.write(f"  fix: {error.fix}\n")
 
-    def event(self, path: str, event: Any) -> int | None:
-        """Print one event; return an exit code once the turn has ended."""
-        if isinstance(event, Started) and self.comparing and path not in self.headed:
-            self.headed.add(path)
-            sys.stdout.write(f"── {path}:\n")
-        elif isinstance(event, Delta):
-            piece = self.stream.feed(event.text)
-            if piece and self.after_tool:  # the answer starts below the timeline lines
-                piece = "\n" + piece.lstrip("\n")
-                self.after_tool = False
-            sys.stdout.write(piece)
-            sys.stdout.flush()
-        elif isinstance(event, ToolStarted):
-            self.stream.next_step()
-        elif isinstance(event, ToolFinished):
-            self.records.append(event.record)
-            self.after_tool = True
-            sys.stdout.write(f"\n  {timeline_line(event.record)}")
-            sys.stdout.flush()
-        elif isinstance(event, StepLimitReached):
-            sys.stdout.write(f"\n  (tool step limit of {event.steps} reached)")
-        elif isinstance(event, Finished | Cancelled):
-            tools = tools_summary(self.records, sum(r.duration_s for r in self.records if not r.reused))
-            line = event.metrics.summary_line() + (f" · {tools}" if tools else "")
-            stopped = " · stopped" if isinstance(event, Cancelled) else ""
-            sys.stdout.write(f"\n── {path}: {line}{stopped}\n")
-            self.stream, self.records, self.after_tool = VisibleStream(), [], False
-            return 0
-        elif isinstance(event, Failed):
-            self.console.write(f"\ngemma-chat: {event.message}\n")
-            return 1
-        return None
-
     def compare(self, result: CompareResult) -> None:
+        if not result.same_paths:
+            sys.stdout.write(f"── {result.differences_line()}\n")
         sys.stdout.write(f"── compare: {result.summary()}\n")
+
+
+class JsonPath(PathOutput):
+    def __init__(self, paths: dict[str, Any], path: str) -> None:
+        super().__init__()
+        self.paths, self.path = paths, path
+
+    async def on_finished(self, event: Finished) -> None:
+        self._ended(event, "finished")
+
+    async def on_cancelled(self, event: Cancelled) -> None:
+        self._ended(event, "cancelled")
+
+    def _ended(self, event: Finished | Cancelled, status: str) -> None:
+        self.paths[self.path] = {
+            "reply": event.text,
+            "status": status,
+            "figures": asdict(event.metrics),
+            "tools": [r.to_json() for r in self.records],
+            "tool_seconds": round(self.tool_seconds(), 4),
+        }
+        self.exit_code = 0
+
+    async def on_failed(self, event: Failed) -> None:
+        self.paths[self.path] = {"status": "failed", "error": event.message}
+        self.exit_code = 1
 
 
 class JsonReport:
@@ -78,20 +143,13 @@ class JsonReport:
 
     def __init__(self, attachments: list[Attachment]) -> None:
         self.doc: dict[str, Any] = {
-            "attachments": [
-                {
-                    "path": str(a.path),
-                    "kind": a.kind,
-                    "tokens": a.tokens,
-                    "detail": a.detail,
-                    "sha256": a.sha256,
-                }
-                for a in attachments
-            ],
+            "attachments": [_attachment_json(a) for a in attachments],
             "paths": {},
         }
-        self.records: dict[str, list[ToolRecord]] = {}
         self.console = sys.stderr
+
+    def renderer(self, path: str) -> PathOutput:
+        return JsonPath(self.doc["paths"], path)
 
     def progress(self, stage: str) -> None:
         return None
@@ -99,34 +157,23 @@ class JsonReport:
     def error(self, error: GemmaChatError) -> None:
         self.doc["error"] = {"problem": error.problem, "fix": error.fix}
 
-    def event(self, path: str, event: Any) -> int | None:
-        if isinstance(event, ToolFinished):
-            self.records.setdefault(path, []).append(event.record)
-        elif isinstance(event, Finished | Cancelled):
-            records = self.records.get(path, [])
-            self.doc["paths"][path] = {
-                "reply": event.text,
-                "status": "finished" if isinstance(event, Finished) else "cancelled",
-                "figures": asdict(event.metrics),
-                "tools": [r.to_json() for r in records],
-                "tool_seconds": round(sum(r.duration_s for r in records if not r.reused), 4),
-            }
-            return 0
-        elif isinstance(event, Failed):
-            self.doc["paths"][path] = {"status": "failed", "error": event.message}
-            return 1
-        return None
-
     def compare(self, result: CompareResult) -> None:
         self.doc["compare"] = {
             "decode_speedup": result.decode_speedup,
             "e2e_speedup": result.e2e_speedup,
             "parity": result.parity.describe(),
             "identical": result.parity.identical,
+            "same_paths": result.same_paths,
+            "differences": [
+                {"name": d.name, "baseline": d.baseline, "optimized": d.optimized} for d in result.differences
+            ],
         }
 
     def emit(self) -> None:
-        sys.stdout.write(json.dumps(self.doc, indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.write(json.dumps(self.doc, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+AskOutput = TextPrinter | JsonReport
 
 
 def _attachment_json(a: Attachment) -> dict[str, Any]:

@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from app.commands.ask import settings_from_args
+from app.commands.flags import settings_from_args
 from backend import paths
 from backend.bench.bench import WORKLOAD_NAMES, BenchOptions, default_requests, run_bench
 from backend.engine_factory import resolve_model

@@ -1,35 +1,44 @@
-"""``gemma-chat`` with no command: the Textual chat app."""
+"""``gemma-chat`` with no command: the Textual chat app, built from the command line's flags."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from app.commands.ask import settings_from_args
+from app.commands.flags import settings_from_args
+
+if TYPE_CHECKING:
+    from app.tui.app import GemmaChatApp
+
+
+def build_app(args: argparse.Namespace, log: Path) -> GemmaChatApp:
+    """The app exactly as ``gemma-chat`` runs it: flags → settings → model source → engines.
+
+    The engines and the app log to ``log``, so a failed engine start is diagnosed from it and an
+    unexpected error's traceback lands beside the engines' output."""
+    from app.tui.app import GemmaChatApp
+    from backend.engine_factory import DeferredEngine
+    from backend.model_source import DEMO_SHORT_NAME
+
+    settings = settings_from_args(args)
+    name = DEMO_SHORT_NAME if settings.demo else settings.model
+    return GemmaChatApp(settings, lambda profile: DeferredEngine(settings, profile, log_path=log), name, log)
 
 
 def run_chat(args: argparse.Namespace) -> int:
-    from backend.engine_factory import DeferredEngine, new_log_path
+    from backend.engine_factory import new_log_path
     from backend.engine_log import capture_stderr
-    from backend.model_source import DEMO_NAME
-    from backend.settings import load_settings
 
-    settings = settings_from_args(args)
-    if args.data_dir:
-        settings = load_settings(
-            **{**settings.model_dump(exclude={"engine"}), "data_dir": Path(args.data_dir)}
-        )
-    name = DEMO_NAME if settings.demo else settings.model
-    from app.tui.app import GemmaChatApp
-
-    app = GemmaChatApp(settings, lambda profile: DeferredEngine(settings, profile), name)
+    log = new_log_path("chat")
+    app = build_app(args, log)
     # multiprocessing's resource tracker passes sys.stderr's fd to its child when it first starts;
     # inside Textual that fd is -1 and vLLM's engine start fails. Start the tracker now.
     from multiprocessing import resource_tracker
 
     resource_tracker.ensure_running()
-    with capture_stderr(new_log_path("chat")) as terminal:
+    with capture_stderr(log) as terminal:
         # vLLM's processes log to fd 2 (now a file); Textual draws on sys.__stderr__: the terminal.
         saved = sys.__stderr__
         setattr(sys, "__stderr__", terminal)  # noqa: B010 - sys.__stderr__ is Final to type checkers
@@ -37,4 +46,7 @@ def run_chat(args: argparse.Namespace) -> int:
             app.run()
         finally:
             setattr(sys, "__stderr__", saved)  # noqa: B010
+    if app.fatal is not None or app.return_code not in (None, 0):
+        print(f"gemma-chat: {app.fatal or f'the app stopped with an error (see {log})'}", file=sys.stderr)
+        return 1
     return 0

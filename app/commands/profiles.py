@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from app.commands.ask import settings_from_args
+from app.commands.flags import settings_from_args
 from backend import paths
 from backend.engine_factory import resolve_model
 from backend.engine_log import capture_stderr
-from backend.model_source import ModelSource
+from backend.errors import ModelNotFound
+from backend.model_source import DEFAULT_MODEL, ModelSource, described_default_model
 from backend.profiles import PROFILE_NAMES, EngineProfile, engine_config, on_gpu
-from backend.settings import EngineSettings
+from backend.settings import EngineSettings, Settings
 from backend.speculation import SpeculationChoice
 
 
@@ -30,10 +31,28 @@ def measure_with_progress(source: ModelSource, settings: EngineSettings) -> Spec
         return asyncio.run(measure_speculation(source, settings, log_dir, say))
 
 
+def _source(settings: Settings) -> tuple[ModelSource, str | None]:
+    """The model to describe, and a note when it is the default model described without its weights."""
+    try:
+        return resolve_model(settings), None
+    except ModelNotFound as error:
+        if settings.demo or settings.model != DEFAULT_MODEL:
+            raise
+        note = (
+            f"{error.problem} Below is what each path would run once it is here (`model` then points "
+            f"at the download). To get it: {error.fix}"
+        )
+        return described_default_model(), note
+
+
 def run_profiles(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
-    source = resolve_model(settings)
+    source, note = _source(settings)
+    if note and args.measure:
+        raise ModelNotFound(f"{DEFAULT_MODEL} is not on this machine: --measure needs its weights.", note)
     print(f"model: {source.name} ({source.path})")
+    if note:
+        print(f"note: {note}")
     print(f"drafter: {source.drafter or 'none (the optimized path uses ngram speculation)'}")
     print(f"platform: {'CUDA GPU' if on_gpu() else 'CPU'} (vLLM's {'CUDA' if on_gpu() else 'CPU'} build)")
     if args.measure:

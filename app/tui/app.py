@@ -9,18 +9,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import VerticalScroll
+from textual.dom import DOMNode
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer
+from textual.worker import Worker, WorkerState
 
 from app.tui import turns
 from app.tui.chat_actions import ChatActions
+from app.tui.failures import guarded
 from app.tui.screens.approval import ApprovalScreen
 from app.tui.screens.file_picker import FilePickerScreen
 from app.tui.screens.help import HelpScreen
@@ -31,14 +36,17 @@ from app.tui.widgets.message_view import MessageView
 from app.tui.widgets.prompt_input import PromptInput
 from app.tui.widgets.status_bar import StatusBar
 from backend.conversation import Conversation
+from backend.engine import SamplingSettings
 from backend.engine_pool import EngineFactory, EnginePool, EngineState
 from backend.errors import GemmaChatError
+from backend.failures import record_failure
 from backend.media.attachment import Attachment, load_attachments
 from backend.settings import Settings
 from backend.store import ChatStore, StoreError
 from backend.tools.runner import Decision, ToolRunner
 from backend.tools.setup import tool_runner
 from backend.tools.spec import Tool, ToolCall
+from backend.turn import TurnOptions, TurnPipeline
 
 PATHS = ("optimized", "baseline")
 POLICY_TEXT = {
@@ -68,14 +76,25 @@ class GemmaChatApp(ChatActions, App[None]):
         Binding("ctrl+q", "quit", "Quit", id="quit"),
     ]
 
-    def __init__(self, settings: Settings, engine_factory: EngineFactory, model_name: str) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        engine_factory: EngineFactory,
+        model_name: str,
+        log_path: Path | None = None,
+    ) -> None:
         super().__init__()
         self.settings = settings
         self.pool = EnginePool(engine_factory)
         self.path: str = settings.profile  # optimized, baseline or eager (diagnosis)
         self.model_name = model_name
+        self.log_path = log_path
+        """Where unexpected errors' tracebacks go (the chat's log; None: the default error log)."""
+        self.fatal: str | None = None
+        """Set when an error had to end the app: the one line the terminal gets."""
         self.compare_next = False
-        self.turn_state: turns.TurnState | None = None
+        self.turn: TurnPipeline | None = None
+        """The turn running now (None: idle); the app takes no second turn while it runs."""
         self.pending: list[Attachment] = []
         self.store = self._open_store()
         self.conversation = Conversation(self.store)
@@ -100,8 +119,42 @@ class GemmaChatApp(ChatActions, App[None]):
             if not decided.done():
                 decided.set_result(decision or "deny")
 
-        self.push_screen(ApprovalScreen(call, tool), answer)
+        self.push_screen(ApprovalScreen(call, tool), self.guard("answering the approval", answer))
         return await decided
+
+    # -- unexpected errors: shown, logged, and the app keeps running --------------------------------
+    def report_failure(self, what: str, error: Exception) -> str:
+        """Log ``error``'s traceback and show one sentence naming what failed and where the log is."""
+        message = record_failure(what, error, self.log_path)
+        self.notify(message, title="Internal error", severity="error", timeout=30)
+        return message
+
+    async def _dispatch_action(self, namespace: DOMNode, action_name: str, params: Any) -> bool:
+        try:
+            return await super()._dispatch_action(namespace, action_name, params)
+        except Exception as error:
+            self.report_failure(f"running the {action_name.replace('_', ' ')} action", error)
+            return True
+
+    async def _dispatch_message(self, message: Message) -> None:
+        try:
+            await super()._dispatch_message(message)
+        except Exception as error:
+            self.report_failure(f"handling {type(message).__name__}", error)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        worker = event.worker
+        if event.state == WorkerState.ERROR and isinstance(worker.error, Exception):
+            self.report_failure(worker.description or worker.name or "a background task", worker.error)
+
+    def _handle_exception(self, error: Exception) -> None:
+        """Textual's last resort (an error outside every net above): the app must exit."""
+        if self.fatal is None:
+            self.fatal = record_failure("running the app", error, self.log_path)
+        super()._handle_exception(error)
+
+    def guard(self, what: str, callback: Callable[..., Any]) -> Callable[..., Awaitable[None]]:
+        return guarded(self, what, callback)
 
     def action_tool_policy(self) -> None:
         order = ("side-effects", "every-call", "never")
@@ -138,13 +191,22 @@ class GemmaChatApp(ChatActions, App[None]):
         self.status.model, self.status.path = self.model_name, self.path
         self.pool.listen(self._engine_changed)
         self.query_one(PromptInput).focus()
-        if self.store is not None and (last := self.store.last_chat()) is not None:
-            await self._show_chat(last)
         self.start_engine(self.path)
-        self.set_interval(1.0, self._tick)
+        self.set_interval(1.0, self.guard("updating the status bar", self._tick))
+        try:
+            if self.store is not None and (last := self.store.last_chat()) is not None:
+                await self._show_chat(last)
+        except Exception as error:  # a history that cannot be read must not keep the app from starting
+            self.report_failure("reopening your last chat", error)
+
+    def push_screen(self, screen: Any, callback: Any = None, *args: Any, **kwargs: Any) -> Any:
+        """Textual's ``push_screen``, with the screen's result callback guarded."""
+        if callback is not None:
+            callback = self.guard(f"acting on the {type(screen).__name__} result", callback)
+        return super().push_screen(screen, callback, *args, **kwargs)
 
     # -- engines --------------------------------------------------------------------------
-    @work(group="engines")
+    @work(group="engines", exit_on_error=False, description="starting the engine")
     async def start_engine(self, path: str) -> None:
         with contextlib.suppress(GemmaChatError):  # the state listener already shows the failure
             await self.pool.ensure(path)
@@ -160,11 +222,15 @@ class GemmaChatApp(ChatActions, App[None]):
     def _tick(self) -> None:
         state = self.pool.state(self.path)
         if state.stage == "starting" and state.started_at is not None:
-            self.status.engine = f"starting {time.monotonic() - state.started_at:.0f}s ({state.detail})"
+            self.status.engine = f"starting {time.monotonic() - state.started_at:.0f}s"
+            self.status.engine_detail = state.detail
         elif state.stage == "failed":
-            self.status.engine = "failed — see the notice; F2/F3 or Ctrl+P → restart engine"
+            self.status.engine = "failed"
+            self.status.engine_detail = "see the notice; Ctrl+P → restart engine"
+        elif state.ready and self.turn is not None:
+            self.status.engine, self.status.engine_detail = "replying", ""
         else:
-            self.status.engine = state.stage
+            self.status.engine, self.status.engine_detail = state.stage, ""
 
     # -- chat display ------------------------------------------------------------------------
     @property
@@ -191,16 +257,35 @@ class GemmaChatApp(ChatActions, App[None]):
             self.query_one(PromptInput).clear()
             self.attach(Path(message.text.removeprefix("/attach ").strip()).expanduser())
             return
-        if self.turn_state is not None:
+        if self.turn is not None:
             self.notify("A reply is still streaming: press Esc to stop it first.", severity="warning")
             return
-        self.turn_state = turns.TurnState()  # busy from now on: no second send, Esc has a target
+        attachments = tuple(self.pending)
+        self.turn = self._new_turn()  # busy from now on: no second send, Esc has a target
+        try:
+            self.conversation.add_user(message.text, attachments)
+        except Exception:
+            self.turn = None  # nothing was taken: the input and the attachments stay as they are
+            raise
         self.query_one(PromptInput).clear()
-        attachments, self.pending = tuple(self.pending), []
+        self.pending = []
         await self.query_one(AttachmentBar).show([])
-        self.conversation.add_user(message.text, attachments)
         await self.messages_view.mount(MessageView("user", message.text, attachments=attachments))
         await self._start_turn()
+
+    def _new_turn(self) -> TurnPipeline:
+        options = TurnOptions(
+            sampling=SamplingSettings(max_tokens=self.settings.max_tokens),
+            trim_history=self.settings.trim_history,
+            too_long_fix="Start a new chat (Ctrl+N), shorten the message, or set trim_history = true.",
+        )
+        return TurnPipeline(self.conversation, options, self.tools, self.settings.tools)
+
+    def _turn_hooks(self) -> turns.TurnHooks:
+        def context_used(tokens: int) -> None:
+            self.status.context_used = tokens
+
+        return turns.TurnHooks(lambda text, severity: self.notify(text, severity=severity), context_used)
 
     # -- attachments ----------------------------------------------------------------------------
     def on_prompt_input_path_pasted(self, message: PromptInput.PathPasted) -> None:
@@ -213,7 +298,7 @@ class GemmaChatApp(ChatActions, App[None]):
 
         self.push_screen(FilePickerScreen(Path.cwd()), chosen)
 
-    @work(thread=True, group="attach")
+    @work(thread=True, group="attach", exit_on_error=False, description="reading the attachment")
     def attach(self, path: Path) -> None:
         """Decode and check a file off the event loop; errors leave the input untouched."""
         try:
@@ -247,44 +332,44 @@ class GemmaChatApp(ChatActions, App[None]):
         )
         await self.messages_view.mount(view)
         self.messages_view.anchor()
-        self.turn_state = self.turn_state or turns.TurnState()
-        self.run_turn(view)
+        turn = self.turn = self.turn or self._new_turn()
+        self.run_turn(turn, view)
+        self._tick()
 
-    @work(group="turn")
-    async def run_turn(self, view: MessageView | CompareView) -> None:
-        assert self.turn_state is not None
+    @work(group="turn", exit_on_error=False, description="running the turn")
+    async def run_turn(self, turn: TurnPipeline, view: MessageView | CompareView) -> None:
+        hooks = self._turn_hooks()
         try:
             if isinstance(view, CompareView):
-                await turns.run_compare(self, self.turn_state, view)
+                await turns.run_compare(turn, self.pool, view, self.conversation, hooks)
             else:
-                await turns.run_single(self, self.turn_state, view)
-        except GemmaChatError as error:
+                await turns.run_single(turn, self.pool, self.path, view, self.conversation, hooks)
+        except GemmaChatError as error:  # refused before sending: the message and its attachments stay
             self.notify(str(error), severity="error", timeout=15)
-            if isinstance(view, MessageView):
-                await view.finish(None, f"not sent: {error.problem}")
-            else:
-                view.show_failure(error.problem)
+            await self._show_turn_error(view, f"not sent: {error}")
+        except Exception as error:  # a bug: an error block, the log, and the app goes on
+            message = self.report_failure("running the turn", error)
+            await self._show_turn_error(view, f"{message} Your message is kept: Ctrl+R tries again.")
         finally:
-            self.turn_state = None
+            self.turn = None
+            self._tick()
             self._report_store()
 
+    async def _show_turn_error(self, view: MessageView | CompareView, text: str) -> None:
+        if isinstance(view, MessageView):
+            await view.fail(text)
+        else:
+            view.show_failure(text)
+
     async def action_stop(self) -> None:
-        state = self.turn_state
-        if state is None:
+        if self.turn is None:
             return
-        state.stopped = True
-        for tool_turn in state.tool_turns.values():
-            tool_turn.cancel()
         if isinstance(self.screen, ApprovalScreen):
             self.screen.dismiss("deny")
-        for path, engine in state.engines.items():
-            running = state.tool_turns.get(path)
-            request_id = running.request_id if running else state.request_ids.get(path)
-            if request_id:
-                await engine.abort(request_id)
+        await self.turn.stop()
 
     async def action_stop_or_quit(self) -> None:
-        if self.turn_state is not None:
+        if self.turn is not None:
             await self.action_stop()
         else:
             self.exit()
@@ -306,7 +391,7 @@ class GemmaChatApp(ChatActions, App[None]):
                     self.start_engine(path)
 
     async def action_regenerate(self) -> None:
-        if self.turn_state is not None or not self.conversation.turns:
+        if self.turn is not None or not self.conversation.turns:
             return
         if self.conversation.pop_reply() is not None and self.messages_view.children:
             last = self.messages_view.children[-1]
@@ -316,7 +401,7 @@ class GemmaChatApp(ChatActions, App[None]):
 
     def action_edit_last(self) -> None:
         last = self.conversation.last_user_text()
-        if last is None or self.turn_state is not None:
+        if last is None or self.turn is not None:
             return
 
         async def resend(text: str | None) -> None:
@@ -337,13 +422,18 @@ class GemmaChatApp(ChatActions, App[None]):
         rows += [("Enter", "send"), ("Shift+Enter / Ctrl+J", "new line"), ("Ctrl+P", "command palette")]
         self.push_screen(HelpScreen(rows))
 
-    @work(group="engines")
+    @work(group="engines", exit_on_error=False, description="restarting the engine")
     async def restart_engine(self) -> None:
         await self.pool.discard(self.path, "restarting")
         with contextlib.suppress(GemmaChatError):  # the state listener shows the failure
             await self.pool.ensure(self.path)
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        """The palette's commands, each callback guarded (its errors are reported, never fatal)."""
+        for command in self._system_commands(screen):
+            yield command._replace(callback=self.guard(f"running {command.title!r}", command.callback))
+
+    def _system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         yield SystemCommand(
             "Toggle path", "Switch between the optimized and the baseline path", self.action_toggle_path

@@ -25,7 +25,7 @@ class ChatActions:
     conversation: Conversation
     settings: Settings
     pool: EnginePool
-    turn_state: object
+    turn: object
     sub_title: str
     messages_view: Any
     notify: Any
@@ -34,11 +34,11 @@ class ChatActions:
     _show_chat: Any
 
     async def action_new_chat(self) -> None:
-        if self.turn_state is None:
+        if self.turn is None:
             await self._show_chat(None)
 
     def action_chats(self) -> None:
-        if self.turn_state is not None:
+        if self.turn is not None:
             self.notify("A reply is still running: press Esc to stop it first.", severity="warning")
             return
         if self.store is None:

@@ -45,7 +45,8 @@ _LIBRARY.define("bf16_linear(Tensor x, Tensor weight) -> Tensor")
 
 def _bf16_linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """x[..., K] @ weight[N, K]^T in bfloat16, bit-identical to torch.nn.functional.linear."""
-    assert _lib is not None, "load() the kernel first"
+    if _lib is None:
+        raise RuntimeError("gemma_chat::bf16_linear called before the kernel was loaded")
     if x.dtype != torch.bfloat16 or weight.dtype != torch.bfloat16:
         return torch.nn.functional.linear(x, weight)  # PyTorch's own answer (or its error)
     rows = x.reshape(-1, x.shape[-1]).contiguous()

@@ -47,6 +47,14 @@ class Attachment:
     notices: tuple[str, ...] = ()
 
 
+def media_payloads(attachments: list[Attachment]) -> dict[str, list[Any]]:
+    """The attachments in vLLM's ``multi_modal_data`` form: payloads by kind, in prompt order."""
+    data: dict[str, list[Any]] = {}
+    for attachment in attachments:
+        data.setdefault(attachment.kind, []).append(attachment.payload)
+    return data
+
+
 def kind_of(path: Path) -> str | None:
     suffix = path.suffix.lower()
     if suffix in IMAGE_EXTENSIONS:

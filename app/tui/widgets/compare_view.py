@@ -22,10 +22,12 @@ class CompareView(Vertical):
         with Horizontal(classes="panes"):
             yield self.panes["baseline"]
             yield self.panes["optimized"]
-        yield Static("running the baseline, then the optimized path…", classes="verdict")
+        yield Static("running the baseline, then the optimized path…", classes="verdict", markup=False)
 
     def show_result(self, result: CompareResult) -> None:
-        self.query_one(".verdict", Static).update(result.summary())
+        """The verdict, and what the optimized path ran with that the baseline did not."""
+        lines = [result.summary()] if result.same_paths else [result.summary(), result.differences_line()]
+        self.query_one(".verdict", Static).update("\n".join(lines))
 
     def show_failure(self, message: str) -> None:
         self.query_one(".verdict", Static).update(f"comparison incomplete: {message}")

@@ -53,6 +53,7 @@ class MessageView(Vertical):
         attachments: tuple[Attachment, ...] = (),
         tool_records: tuple[ToolRecord, ...] = (),
         tool_seconds: float | None = None,
+        status: str = "",
     ) -> None:
         super().__init__(classes=f"message {role}")
         self.role = role
@@ -60,7 +61,8 @@ class MessageView(Vertical):
         self.path = path
         self.metrics = metrics
         self.attachments = attachments
-        self.status = ""
+        self.status = status
+        """How a stored reply ended when it did not simply finish (``stopped``, ``failed``)."""
         self._stream: MarkdownStream | None = None
         self._rates: list[float] = []
         self._visible = VisibleStream()
@@ -83,7 +85,8 @@ class MessageView(Vertical):
         yield Markdown(self.text, classes="body")
         if self.role != "user":
             yield Sparkline([], classes="spark")
-            yield Static(figures_line(self.metrics, self.path, self.tool_seconds), classes="figures")
+            line = figures_line(self.metrics, self.path, self.tool_seconds)
+            yield Static(f"{line} · {self.status}" if self.status else line, classes="figures")
 
     @property
     def body(self) -> Markdown:
@@ -138,6 +141,11 @@ class MessageView(Vertical):
             self.query_one(".figures", Static).update(f"{line} · {status}" if status else line)
             if metrics is not None:
                 self.metrics = metrics
+
+    async def fail(self, message: str) -> None:
+        """End the reply with an error block; whatever streamed before stays above it."""
+        await self.finish(self.metrics, "failed")
+        await self.mount(Static(message, classes="error", markup=False))
 
     def last_code_block(self) -> str | None:
         blocks = self.text.split("```")

@@ -1,0 +1,34 @@
+"""The command line's flags → ``Settings``: the one place every command (and the chat app) gets them.
+
+Flags override the environment, which overrides the config file; a flag that was not given
+leaves the value from below. A model trained without tool calls (the demo) gets tools switched
+off here, so every command offers the model the same thing.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from backend.model_source import calls_tools
+from backend.settings import Settings, load_settings
+
+COMPARE = "compare"
+"""``--profile compare``: both paths, then the comparison (ask, and the chat app's first turn)."""
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    settings = load_settings(
+        model=args.model,
+        demo=args.demo,
+        profile=None if args.profile == COMPARE else args.profile,
+        data_dir=args.data_dir,
+        max_model_len=args.max_model_len,
+        dtype=args.dtype,
+        kv_cache_gib=args.kv_cache_gib,
+        gpu_memory_utilization=args.gpu_memory_utilization,
+        speculation=args.speculation,
+        draft_tokens=args.draft_tokens,
+    )
+    if settings.tools.enabled and not calls_tools(settings.model, settings.demo):
+        settings = settings.model_copy(update={"tools": settings.tools.model_copy(update={"enabled": False})})
+    return settings

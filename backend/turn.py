@@ -1,0 +1,341 @@
+"""The turn pipeline the chat app and ``gemma-chat ask`` share: one user turn, on one path or both.
+
+A ``TurnPipeline`` is made for one user turn from a ``TurnSource`` (the messages the model sees
+and their attachments). ``run(target)`` runs it on one engine path; ``compare(baseline,
+optimized)`` runs it on both, baseline first so neither steals the other's cores, and ends with a
+``CompareResult`` (speed-up, token parity, what differed between the paths).
+
+Before any engine work, every path is checked: the attachments against the model's towers and
+the prompt plus the reply budget against the context window, dropping the oldest turns first
+where the source allows it (``HistoryTrimmed``). With tools on, each path runs the tool loop
+(``ToolTurn``), and the two paths of a comparison share one result cache so each distinct call
+runs once; with tools off, a path is one request. ``stop()`` ends the turn from outside (Esc).
+
+Callers only render: ``dispatch(renderer, event)`` hands each event to the matching method of a
+``TurnRenderer``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from backend.chat import ChatMessage, RenderedPrompt
+from backend.compare import CompareResult, path_differences
+from backend.engine import (
+    Cancelled,
+    Delta,
+    EngineRequest,
+    Failed,
+    Finished,
+    MetricsUpdate,
+    PathEngine,
+    SamplingSettings,
+    Started,
+    TurnEvent,
+)
+from backend.errors import PromptTooLong
+from backend.media.attachment import Attachment, AttachmentError, media_payloads
+from backend.metrics import TurnMetrics
+from backend.parity import compare_tokens
+from backend.settings import ToolSettings
+from backend.tools.loop import StepLimitReached, ToolEvent, ToolFinished, ToolStarted, ToolTurn
+from backend.tools.runner import ToolRecord, ToolRunner
+from backend.tools.transcript import transcript_to_json
+
+
+class TurnSource(Protocol):
+    """What a turn is made of."""
+
+    def messages(self) -> list[ChatMessage]:
+        """What the model sees, system prompt first."""
+        ...
+
+    def attachments(self) -> list[Attachment]:
+        """Every attachment of those messages, in prompt order."""
+        ...
+
+    def drop_oldest(self) -> str | None:
+        """Drop the oldest turn to make room; its role, or None when nothing more can go."""
+        ...
+
+
+@dataclass
+class FixedPrompt:
+    """A source that cannot shrink: ``ask``'s one prompt (and system prompt)."""
+
+    prompt: list[ChatMessage]
+    media: list[Attachment] = field(default_factory=list)
+
+    def messages(self) -> list[ChatMessage]:
+        return list(self.prompt)
+
+    def attachments(self) -> list[Attachment]:
+        return list(self.media)
+
+    def drop_oldest(self) -> str | None:
+        return None
+
+
+@dataclass(frozen=True)
+class TurnOptions:
+    sampling: SamplingSettings = field(default_factory=SamplingSettings)
+    trim_history: bool = False
+    """Drop the oldest turns of a chat that outgrows the window (else refuse the turn)."""
+    too_long_fix: str = "Shorten the prompt, lower the reply budget, or raise --max-model-len."
+    """What the user can do when the prompt does not fit (the app and the CLI differ)."""
+
+
+@dataclass(frozen=True)
+class HistoryTrimmed:
+    """The oldest turn of the chat was dropped so the prompt fits the window."""
+
+    path: str
+    role: str
+
+
+@dataclass(frozen=True)
+class PromptSized:
+    """A request was built: its prompt tokens (attachments included) and the window."""
+
+    path: str
+    tokens: int
+    window: int
+
+
+PipelineEvent = TurnEvent | ToolEvent | HistoryTrimmed | PromptSized
+
+
+@dataclass(frozen=True)
+class PathEvent:
+    """An event of one path during a comparison."""
+
+    path: str
+    event: PipelineEvent
+ENDINGS = (Finished, Cancelled, Failed)
+
+
+def check_towers(kinds: set[str], modalities: frozenset[str], who: str) -> None:
+    """Refuse attachments the model has no tower for, before anything is sent."""
+    missing = kinds - modalities
+    if missing:
+        raise AttachmentError(
+            f"{who} cannot take {', '.join(sorted(missing))} (it has no tower for it).",
+            "Remove that attachment (or start a new chat), or use a model with that tower.",
+        )
+
+
+class TurnPipeline:
+    """One user turn: checked requests in, the engines' events (and the tool loop's) out."""
+
+    def __init__(
+        self,
+        source: TurnSource,
+        options: TurnOptions,
+        tools: ToolRunner | None = None,
+        tool_limits: ToolSettings | None = None,
+    ) -> None:
+        self.source = source
+        self.options = options
+        self.tools = tools
+        self.tool_limits = tool_limits or ToolSettings()
+        self.stopped = False
+        self._targets: dict[str, PathEngine] = {}
+        self._request_ids: dict[str, str] = {}
+        self._tool_turns: dict[str, ToolTurn] = {}
+        self._cache: dict[str, ToolRecord] = {}
+        self._notes: list[HistoryTrimmed | PromptSized] = []
+
+    # -- requests ----------------------------------------------------------------------------
+    def _declarations(self) -> list[dict[str, Any]]:
+        return self.tools.registry.declarations() if self.tools is not None else []
+
+    def check(self, *targets: PathEngine) -> None:
+        """Raise (AttachmentError, PromptTooLong) unless the turn can go to every path."""
+        for target in targets:
+            self._request(target, [], self._declarations())
+
+    def _request(
+        self, target: PathEngine, transcript: list[ChatMessage], tools: list[dict[str, Any]]
+    ) -> EngineRequest:
+        """The request for the source plus this turn's tool calls and responses so far."""
+        kinds = {a.kind for a in self.source.attachments()}
+        check_towers(kinds, target.info.modalities, f"The {target.name} path's model")
+        prompt, used = self._fit(target, transcript, tools)
+        self._notes.append(PromptSized(target.name, used, target.info.max_model_len))
+        return EngineRequest(
+            request_id=f"{target.name}-{uuid.uuid4().hex[:8]}",
+            prompt=prompt.text,
+            multi_modal_data=media_payloads(self.source.attachments()),
+            sampling=self.options.sampling,
+        )
+
+    def _fit(
+        self, target: PathEngine, transcript: list[ChatMessage], tools: list[dict[str, Any]]
+    ) -> tuple[RenderedPrompt, int]:
+        window, budget = target.info.max_model_len, self.options.sampling.max_tokens
+        while True:
+            prompt = target.engine.render(self.source.messages() + transcript, tools)
+            # each attachment's placeholder is one token of the text; vLLM expands it
+            used = prompt.token_count + sum(a.tokens - 1 for a in self.source.attachments())
+            if used + budget <= window:
+                return prompt, used
+            dropped = self.source.drop_oldest() if self.options.trim_history else None
+            if dropped is None:
+                raise PromptTooLong(
+                    f"The prompt ({used} tokens) plus the reply budget ({budget}) exceeds the "
+                    f"{target.name} path's context window ({window} tokens).",
+                    self.options.too_long_fix,
+                )
+            self._notes.append(HistoryTrimmed(target.name, dropped))
+
+    # -- running -----------------------------------------------------------------------------
+    async def run(self, target: PathEngine) -> AsyncIterator[PipelineEvent]:
+        """The turn on one path; it ends with ``Finished``, ``Cancelled`` or ``Failed``."""
+        self.check(target)
+        async for event in self._path(target):
+            yield event
+
+    async def compare(
+        self, baseline: PathEngine, optimized: PathEngine
+    ) -> AsyncIterator[PathEvent | CompareResult]:
+        """Both paths' events (baseline first), then a ``CompareResult`` if both finished."""
+        self.check(baseline, optimized)
+        finals: dict[str, Finished] = {}
+        for target in (baseline, optimized):
+            async for event in self._path(target):
+                yield PathEvent(target.name, event)
+                if isinstance(event, ENDINGS) and not isinstance(event, Finished):
+                    return
+                if isinstance(event, Finished):
+                    finals[target.name] = event
+        base, opt = finals[baseline.name], finals[optimized.name]
+        parity = compare_tokens(base.token_ids, opt.token_ids, lambda t: optimized.engine.decode([t]))
+        yield CompareResult(base, opt, parity, path_differences(baseline.info, optimized.info))
+
+    async def _path(self, target: PathEngine) -> AsyncIterator[PipelineEvent]:
+        self._targets[target.name] = target
+        events: AsyncIterator[Any]
+        if self.stopped:  # Esc before this path began (e.g. while its engine started)
+            events = _stopped(target.name)
+        elif self.tools is None:
+            request = self._request(target, [], [])
+            self._request_ids[target.name] = request.request_id
+            events = target.engine.stream(request)
+        else:
+            limits = self.tool_limits
+            turn = ToolTurn(
+                target.engine,
+                self.tools,
+                [],
+                lambda transcript, tools: self._request(target, transcript, tools),
+                limits.max_steps,
+                limits.max_result_chars,
+                self._cache,
+            )
+            self._tool_turns[target.name] = turn
+            events = turn.run()
+        for note in self._drain():
+            yield note
+        async for event in events:
+            for note in self._drain():
+                yield note
+            yield event
+
+    def _drain(self) -> list[HistoryTrimmed | PromptSized]:
+        notes, self._notes = self._notes, []
+        return notes
+
+    async def stop(self) -> None:
+        """Stop now: the tool loop at its next boundary, the model's current request at once."""
+        self.stopped = True
+        for turn in self._tool_turns.values():
+            turn.cancel()
+        for name, target in self._targets.items():
+            running = self._tool_turns.get(name)
+            request_id = running.request_id if running else self._request_ids.get(name)
+            if request_id:
+                await target.engine.abort(request_id)
+
+    def history_extra(self, path: str) -> dict[str, object]:
+        """What the history keeps of a path's tool loop: the timeline and the messages the model saw."""
+        turn = self._tool_turns.get(path)
+        if turn is None or not turn.records:
+            return {}
+        return {
+            "tools": [r.to_json() for r in turn.records],
+            "tool_seconds": round(turn.tool_seconds, 4),
+            "final_text": turn.final_text,
+            "transcript": transcript_to_json(turn.transcript),
+        }
+
+
+async def _stopped(request_id: str) -> AsyncIterator[TurnEvent]:
+    yield Cancelled(request_id, "", (), TurnMetrics())
+
+
+class TurnRenderer:
+    """What a caller shows of a turn; each method does nothing until overridden."""
+
+    async def on_started(self, event: Started) -> None:
+        return None
+
+    async def on_delta(self, event: Delta) -> None:
+        return None
+
+    async def on_metrics(self, event: MetricsUpdate) -> None:
+        return None
+
+    async def on_tool_started(self, event: ToolStarted) -> None:
+        return None
+
+    async def on_tool_finished(self, event: ToolFinished) -> None:
+        return None
+
+    async def on_step_limit(self, event: StepLimitReached) -> None:
+        return None
+
+    async def on_history_trimmed(self, event: HistoryTrimmed) -> None:
+        return None
+
+    async def on_prompt_sized(self, event: PromptSized) -> None:
+        return None
+
+    async def on_finished(self, event: Finished) -> None:
+        return None
+
+    async def on_cancelled(self, event: Cancelled) -> None:
+        return None
+
+    async def on_failed(self, event: Failed) -> None:
+        return None
+
+
+async def dispatch(renderer: TurnRenderer, event: PipelineEvent) -> bool:
+    """Hand ``event`` to the renderer's method for its kind; True when it ended the turn."""
+    match event:
+        case Started():
+            await renderer.on_started(event)
+        case Delta():
+            await renderer.on_delta(event)
+        case MetricsUpdate():
+            await renderer.on_metrics(event)
+        case ToolStarted():
+            await renderer.on_tool_started(event)
+        case ToolFinished():
+            await renderer.on_tool_finished(event)
+        case StepLimitReached():
+            await renderer.on_step_limit(event)
+        case HistoryTrimmed():
+            await renderer.on_history_trimmed(event)
+        case PromptSized():
+            await renderer.on_prompt_sized(event)
+        case Finished():
+            await renderer.on_finished(event)
+        case Cancelled():
+            await renderer.on_cancelled(event)
+        case Failed():
+            await renderer.on_failed(event)
+    return isinstance(event, ENDINGS)

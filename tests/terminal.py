@@ -1,0 +1,93 @@
+"""A program in a pseudo-terminal, read back as the text a person would see on the screen.
+
+``pexpect`` runs the program on a pty; ``pyte`` (a VT100 emulator) turns what it draws into
+lines of text. Keys are sent as the bytes a terminal sends for them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable, Sequence
+
+import pexpect
+import pyte
+
+KEYS = {
+    "enter": "\r",
+    "escape": "\x1b",
+    "f2": "\x1bOQ",
+    "f3": "\x1bOR",
+    "ctrl+n": "\x0e",
+    "ctrl+q": "\x11",
+}
+
+
+class Terminal:
+    def __init__(
+        self, argv: Sequence[str], env: dict[str, str], cwd: str, cols: int = 120, rows: int = 40
+    ) -> None:
+        self.screen = pyte.Screen(cols, rows)
+        self.stream = pyte.ByteStream(self.screen)
+        self.child = pexpect.spawn(
+            argv[0], list(argv[1:]), env=env, cwd=cwd, dimensions=(rows, cols), timeout=None
+        )
+
+    def pump(self, seconds: float = 0.2) -> None:
+        """Read what the program drew for up to ``seconds``."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                data = self.child.read_nonblocking(65536, timeout=0.05)
+            except pexpect.TIMEOUT:
+                continue
+            except pexpect.EOF:
+                return
+            self.stream.feed(data)
+
+    def text(self) -> str:
+        return "\n".join(line.rstrip() for line in self.screen.display)
+
+    def wait_for(self, condition: str | Callable[[str], bool], timeout_s: float, what: str = "") -> str:
+        """Pump until the screen shows ``condition`` (a regular expression, or a test of the text)."""
+        test = condition if callable(condition) else lambda text: re.search(condition, text) is not None
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self.pump()
+            text = self.text()
+            if test(text):
+                return text
+            if time.monotonic() > deadline or not self.child.isalive():
+                state = "the program exited" if not self.child.isalive() else f"{timeout_s:.0f} s passed"
+                raise AssertionError(f"{state} waiting for {what or condition!r}; the screen:\n{text}")
+
+    def type(self, text: str) -> None:
+        self.child.send(text)
+        self.pump(0.3)
+
+    def press(self, *keys: str) -> None:
+        for key in keys:
+            self.child.send(KEYS[key])
+            self.pump(0.3)
+
+    def wait_exit(self, timeout_s: float) -> int:
+        deadline = time.monotonic() + timeout_s
+        while self.child.isalive() and time.monotonic() < deadline:
+            self.pump()
+        if self.child.isalive():
+            self.child.kill(9)
+            raise AssertionError(
+                f"still running {timeout_s:.0f} s after quitting; the screen:\n{self.text()}"
+            )
+        self.child.close()
+        return int(
+            self.child.exitstatus
+            if self.child.exitstatus is not None
+            else 128 + (self.child.signalstatus or 0)
+        )
+
+    def close(self) -> None:
+        if self.child.isalive():
+            os.killpg(os.getpgid(self.child.pid), 9)
+        self.child.close(force=True)

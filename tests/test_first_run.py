@@ -1,0 +1,95 @@
+"""The README's first command, as a new user runs it: ``python3 -m app --demo`` in a terminal.
+
+Real engines on the shipped demo model, keys typed into a pseudo-terminal, the screen read back
+as text: a reply with its tok/s, the baseline after F2, a comparison after F3, Esc mid-stream,
+Ctrl+Q, and a relaunch that resumes the chat.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.terminal import Terminal
+from tests.test_cli import _leftovers
+
+pytestmark = pytest.mark.engine
+
+ROOT = Path(__file__).resolve().parent.parent
+LONG = "Write a function that reverses a linked list."
+"""The demo model babbles on for its whole reply budget here: long enough to stop mid-stream."""
+START_S = 420.0
+
+
+def _launch(home: Path) -> Terminal:
+    python = shutil.which("python3") or sys.executable
+    env = {**os.environ, "GEMMA_CHAT_HOME": str(home), "TERM": "xterm-256color", "COLUMNS": "120"}
+    return Terminal([python, "-m", "app", "--demo"], env, cwd=str(ROOT))
+
+
+def _send(term: Terminal, text: str) -> None:
+    term.type(text)
+    term.press("enter")
+    term.wait_for(r"engine replying", 30, "the turn to start")
+
+
+def _turn_done(term: Terminal, timeout_s: float = 120) -> str:
+    return term.wait_for(r"engine ready", timeout_s, "the reply to end")
+
+
+def test_the_readme_first_command_end_to_end(tmp_path: Path) -> None:
+    term = _launch(tmp_path)
+    try:
+        screen = term.wait_for(r"path optimized", 60, "the first paint")
+        assert "demo" in screen
+        term.wait_for(r"engine ready", START_S, "the optimized engine")
+
+        _send(term, LONG)
+        screen = _turn_done(term)
+        assert LONG in screen
+        assert re.search(r"optimized · [\d.]+ tok/s · TTFT \d+ ms", screen), screen
+
+        term.press("f2")
+        term.wait_for(r"path baseline", 10)
+        term.wait_for(r"path baseline │ engine ready", START_S, "the baseline engine")
+        _send(term, "def add(a, b):")
+        screen = _turn_done(term)
+        assert re.search(r"baseline · [\d.]+ tok/s", screen), screen
+
+        term.press("f3")
+        term.wait_for(r"compare next", 10)
+        _send(term, "def add(a, b):")
+        screen = term.wait_for(r"parity: ", 180, "the comparison's verdict")
+        verdict = next(line for line in screen.splitlines() if "parity: " in line)
+        assert "speed-up: decode" in verdict or "nothing applies" in verdict, verdict
+        assert "identical (" in verdict or "diverges at token" in verdict, verdict
+        _turn_done(term)
+
+        term.press("ctrl+n")
+        _send(term, LONG)
+        term.wait_for(lambda text: text.count("'tix") > 3 or "self." in text, 60, "some streamed text")
+        term.press("escape")
+        screen = term.wait_for(r"tok/s .*· stopped", 30, "the stopped reply")
+        assert LONG in screen
+        _turn_done(term, 30)
+
+        term.press("ctrl+q")
+        assert term.wait_exit(120) == 0
+        assert not _leftovers(term.child.pid), "no engine process outlives the app"
+
+        again = _launch(tmp_path)
+        try:
+            screen = again.wait_for(LONG, 60, "the resumed chat")
+            assert "stopped" in screen, "the partial reply was kept with its status"
+            again.press("ctrl+q")
+            assert again.wait_exit(120) == 0
+            assert not _leftovers(again.child.pid), "quitting while the engine starts leaves nothing"
+        finally:
+            again.close()
+    finally:
+        term.close()

@@ -1,0 +1,127 @@
+"""The shared turn pipeline (what the app and ``ask`` both run), on the fake engine; the real engine
+runs it in tests/test_app_entry.py, tests/test_first_run.py, tests/test_cli.py and the tool tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.tui.widgets.status_bar import StatusFigures
+from backend.chat import ChatMessage
+from backend.compare import SAME_PATHS, CompareResult
+from backend.engine import Cancelled, EngineInfo, Finished, PathEngine, SamplingSettings
+from backend.errors import PromptTooLong
+from backend.media.attachment import AttachmentError
+from backend.tools.builtins import ToolContext
+from backend.tools.registry import ToolRegistry
+from backend.tools.runner import ToolRunner
+from backend.tools.sandbox import Sandbox
+from backend.turn import FixedPrompt, HistoryTrimmed, PromptSized, TurnOptions, TurnPipeline
+from tests.fake_engine import FakeEngine
+
+
+async def _target(name: str, **fake: object) -> PathEngine:
+    engine = FakeEngine(name, **fake)  # type: ignore[arg-type]
+    return PathEngine(name, engine, await engine.start())
+
+
+def _prompt(*texts: str) -> FixedPrompt:
+    return FixedPrompt([ChatMessage("user", t) for t in texts])
+
+
+async def test_tools_off_is_one_request(tmp_path: Path) -> None:
+    target = await _target("optimized")
+    events = [e async for e in TurnPipeline(_prompt("hi"), TurnOptions()).run(target)]
+    assert isinstance(events[-1], Finished) and len(target.engine.requests) == 1  # type: ignore[attr-defined]
+    assert "<tool:" not in target.engine.requests[0].prompt  # type: ignore[attr-defined]
+    assert any(isinstance(e, PromptSized) and e.window == 4096 for e in events)
+
+
+async def test_tools_on_declares_them_and_runs_the_loop(tmp_path: Path) -> None:
+    target = await _target("optimized")
+    runner = ToolRunner(ToolRegistry.load(ToolContext(Sandbox.of([str(tmp_path)]), tmp_path / "h.db")))
+    events = [e async for e in TurnPipeline(_prompt("hi"), TurnOptions(), runner).run(target)]
+    assert isinstance(events[-1], Finished)
+    assert "<tool:calculator>" in target.engine.requests[0].prompt  # type: ignore[attr-defined]
+
+
+async def test_a_prompt_over_the_window_is_refused_before_any_engine_work() -> None:
+    target = await _target("optimized", max_model_len=300)
+    pipeline = TurnPipeline(_prompt("word " * 400), TurnOptions(too_long_fix="do less"))
+    with pytest.raises(PromptTooLong, match="optimized path's context window") as raised:
+        [e async for e in pipeline.run(target)]
+    assert raised.value.fix == "do less" and not target.engine.requests  # type: ignore[attr-defined]
+
+
+class Shrinking(FixedPrompt):
+    def drop_oldest(self) -> str | None:
+        if len(self.prompt) <= 1:
+            return None
+        return self.prompt.pop(0).role
+
+
+async def test_trimming_drops_the_oldest_turns_and_says_so() -> None:
+    target = await _target("optimized", max_model_len=300)
+    source = Shrinking([ChatMessage("user", "old " * 300), ChatMessage("user", "new")])
+    options = TurnOptions(sampling=SamplingSettings(max_tokens=64), trim_history=True)
+    events = [e async for e in TurnPipeline(source, options).run(target)]
+    assert HistoryTrimmed("optimized", "user") in events and isinstance(events[-1], Finished)
+    assert "old" not in target.engine.requests[0].prompt  # type: ignore[attr-defined]
+
+
+async def test_attachments_the_model_cannot_take_are_refused_on_either_path(tmp_path: Path) -> None:
+    from backend.media.attachment import load_attachment
+    from tests.media_files import audio_file
+
+    audio = load_attachment(audio_file(tmp_path / "a.wav", seconds=1.0))
+    baseline = await _target("baseline", modalities=frozenset({"text"}))
+    optimized = await _target("optimized")
+    pipeline = TurnPipeline(
+        FixedPrompt([ChatMessage("user", "hear", media=("audio",))], [audio]), TurnOptions()
+    )
+    with pytest.raises(AttachmentError, match="baseline path's model cannot take audio"):
+        [e async for e in pipeline.compare(baseline, optimized)]
+    assert not optimized.engine.requests, "refused before either path ran"  # type: ignore[attr-defined]
+
+
+async def test_compare_says_what_differed_and_when_nothing_did() -> None:
+    baseline, optimized = await _target("baseline"), await _target("optimized")
+    items = [i async for i in TurnPipeline(_prompt("hi"), TurnOptions()).compare(baseline, optimized)]
+    result = items[-1]
+    assert isinstance(result, CompareResult) and result.parity.identical
+    assert result.decode_speedup == 2.5 and "profile=optimized" in result.differences_line()
+
+    same = EngineInfo("m", 4096, frozenset({"text"}), {"dtype": "auto"}, {"VLLM_CPU_KVCACHE_SPACE": "1"})
+    twins = [PathEngine(p, FakeEngine(p), same) for p in ("baseline", "optimized")]
+    items = [i async for i in TurnPipeline(_prompt("hi"), TurnOptions()).compare(*twins)]
+    result = items[-1]
+    assert isinstance(result, CompareResult) and result.same_paths
+    assert result.decode_speedup is None and result.summary().startswith(SAME_PATHS)
+
+
+async def test_stop_before_a_path_starts_cancels_it_without_a_request() -> None:
+    target = await _target("optimized")
+    pipeline = TurnPipeline(_prompt("hi"), TurnOptions())
+    await pipeline.stop()
+    events = [e async for e in pipeline.run(target)]
+    assert isinstance(events[-1], Cancelled) and not target.engine.requests  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("width", [80, 100, 120, 140, 200])
+def test_the_status_line_is_shortened_to_fit_never_cut(width: int) -> None:
+    figures = StatusFigures(
+        "demo (10M Gemma 4)",
+        "optimized",
+        "starting 12s",
+        "loading the model and warming up the engine",
+        1046,
+        8192,
+        compare_next=True,
+    )
+    line = figures.line(width)
+    plain = line.replace("[b]", "").replace("[/b]", "")
+    assert len(plain) <= width and plain.endswith(("compare next", "compare"))
+    assert "1046/8192" in plain and "starting 12s" in plain and "optimized" in plain
+    if width >= 160:
+        assert "warming up the engine" in plain and "demo (10M Gemma 4)" in plain
