@@ -114,6 +114,8 @@ class PathEvent:
 
     path: str
     event: PipelineEvent
+
+
 ENDINGS = (Finished, Cancelled, Failed)
 
 
