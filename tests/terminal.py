@@ -1,13 +1,16 @@
 """A program in a pseudo-terminal, read back as the text a person would see on the screen.
 
 ``pexpect`` runs the program on a pty; ``pyte`` (a VT100 emulator) turns what it draws into
-lines of text. Keys are sent as the bytes a terminal sends for them.
+lines of text. Keys are sent as the bytes a terminal sends for them. A thread drains the pty
+as fast as the program writes (a terminal never makes a program wait); the emulator parses
+what arrived only when the screen is looked at.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import threading
 import time
 from collections.abc import Callable, Sequence
 
@@ -33,17 +36,28 @@ class Terminal:
         self.child = pexpect.spawn(
             argv[0], list(argv[1:]), env=env, cwd=cwd, dimensions=(rows, cols), timeout=None
         )
+        self._pending: list[bytes] = []
+        self._lock = threading.Lock()
+        self._reader = threading.Thread(target=self._drain, daemon=True)
+        self._reader.start()
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                data = os.read(self.child.child_fd, 1 << 16)
+            except OSError:
+                return
+            if not data:
+                return
+            with self._lock:
+                self._pending.append(data)
 
     def pump(self, seconds: float = 0.2) -> None:
-        """Read what the program drew for up to ``seconds``."""
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            try:
-                data = self.child.read_nonblocking(65536, timeout=0.05)
-            except pexpect.TIMEOUT:
-                continue
-            except pexpect.EOF:
-                return
+        """Let the program run for ``seconds``, then parse what it drew."""
+        time.sleep(seconds)
+        with self._lock:
+            data, self._pending = b"".join(self._pending), []
+        if data:
             self.stream.feed(data)
 
     def text(self) -> str:
@@ -64,12 +78,12 @@ class Terminal:
 
     def type(self, text: str) -> None:
         self.child.send(text)
-        self.pump(0.3)
+        time.sleep(0.3)
 
     def press(self, *keys: str) -> None:
         for key in keys:
             self.child.send(KEYS[key])
-            self.pump(0.3)
+            time.sleep(0.3)
 
     def wait_exit(self, timeout_s: float) -> int:
         deadline = time.monotonic() + timeout_s

@@ -17,6 +17,7 @@ from app.tui.app import GemmaChatApp
 from app.tui.widgets.message_view import MessageView
 from app.tui.widgets.prompt_input import PromptInput
 from backend.checkpoints import GeneratedCheckpoint
+from backend.engine import EngineInfo
 from backend.engine_factory import DeferredEngine
 from tests.test_tui import wait_until
 
@@ -55,10 +56,12 @@ def test_config_file_switches_tools_off(
     assert app.tools is None and not app.settings.tools.enabled
 
 
-async def _one_turn(app: GemmaChatApp, text: str) -> MessageView:
+async def _one_turn(app: GemmaChatApp, text: str) -> tuple[MessageView, EngineInfo]:
+    """Wait for the engine, send ``text``, return the reply and what the engine said it is."""
     async with app.run_test() as pilot:
         try:
-            await wait_until(pilot, lambda: app.pool.state(app.path).ready, timeout_s=300)
+            await wait_until(pilot, lambda: app.pool.state(app.path).stage in ("ready", "failed"), 300)
+            assert app.pool.state(app.path).ready, app.pool.state(app.path).detail
             prompt = app.query_one(PromptInput)
             prompt.text = text
             prompt.focus()
@@ -66,7 +69,9 @@ async def _one_turn(app: GemmaChatApp, text: str) -> MessageView:
             await wait_until(pilot, lambda: app.turn is None and len(app.conversation.turns) == 2, 120)
             (reply,) = [v for v in app.query(MessageView) if v.role != "user"]
             assert not reply.query(".error"), reply.query_one(".error").render()
-            return reply
+            info = app.pool.state(app.path).info
+            assert info is not None and app.status.context_window == info.max_model_len
+            return reply, info
         finally:
             await app.pool.shutdown()
 
@@ -79,7 +84,7 @@ async def test_a_turn_on_the_real_engine_with_tools_off_from_the_config_file(
     _config(tmp_path / "home", "max_tokens = 16\n[tools]\nenabled = false\n", monkeypatch)
     app = _app(tmp_path, "--model", str(tiny.model), "--profile", "eager", "--kv-cache-gib", "1")
     assert app.tools is None
-    reply = await _one_turn(app, "Hello from the first run")
+    reply, _ = await _one_turn(app, "Hello from the first run")
     assert reply.metrics is not None and 0 < reply.metrics.generated_tokens <= 16
     assert app.conversation.turns[-1].text == reply.text
     assert app.conversation.turns[-1].extra["status"] == "done"
@@ -92,7 +97,7 @@ async def test_a_turn_on_the_real_engine_with_tools_on(
     _config(tmp_path / "home", "max_tokens = 16\n", monkeypatch)
     app = _app(tmp_path, "--model", str(tiny.model), "--profile", "eager", "--kv-cache-gib", "1")
     assert app.tools is not None
-    reply = await _one_turn(app, "Hello with tools declared")
+    reply, info = await _one_turn(app, "Hello with tools declared")
     assert reply.metrics is not None and reply.metrics.generated_tokens > 0
     assert reply.metrics.decode_tokens_per_s is not None
-    assert app.status.context_window == app.pool.state("eager").info.max_model_len  # type: ignore[union-attr]
+    assert info.engine_args["enforce_eager"] is True

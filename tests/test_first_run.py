@@ -75,6 +75,8 @@ def test_the_readme_first_command_end_to_end(tmp_path: Path) -> None:
         term.wait_for(lambda text: text.count("'tix") > 3 or "self." in text, 60, "some streamed text")
         term.press("escape")
         screen = term.wait_for(r"tok/s .*· stopped", 30, "the stopped reply")
+        kept = re.search(r"(\d+) tokens .*· stopped", screen)
+        assert kept and 0 < int(kept.group(1)) < 1024, "the partial reply is kept"
         assert LONG in screen
         _turn_done(term, 30)
 

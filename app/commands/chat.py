@@ -22,6 +22,11 @@ def build_app(args: argparse.Namespace, log: Path) -> GemmaChatApp:
     from backend.engine_factory import DeferredEngine
     from backend.model_source import DEMO_SHORT_NAME
 
+    # multiprocessing's resource tracker passes sys.stderr's fd to its child when it first starts;
+    # inside Textual (which replaces sys.stderr) that fd is -1 and vLLM's engine start fails.
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()
     settings = settings_from_args(args)
     name = DEMO_SHORT_NAME if settings.demo else settings.model
     return GemmaChatApp(settings, lambda profile: DeferredEngine(settings, profile, log_path=log), name, log)
@@ -33,11 +38,6 @@ def run_chat(args: argparse.Namespace) -> int:
 
     log = new_log_path("chat")
     app = build_app(args, log)
-    # multiprocessing's resource tracker passes sys.stderr's fd to its child when it first starts;
-    # inside Textual that fd is -1 and vLLM's engine start fails. Start the tracker now.
-    from multiprocessing import resource_tracker
-
-    resource_tracker.ensure_running()
     with capture_stderr(log) as terminal:
         # vLLM's processes log to fd 2 (now a file); Textual draws on sys.__stderr__: the terminal.
         saved = sys.__stderr__
