@@ -18,13 +18,13 @@ def build_app(args: argparse.Namespace, log: Path) -> GemmaChatApp:
 
     The engines and the app log to ``log``, so a failed engine start is diagnosed from it and an
     unexpected error's traceback lands beside the engines' output."""
-    from app.tui.app import GemmaChatApp
-    from backend.engine_factory import DeferredEngine
-    from backend.model_source import DEMO_SHORT_NAME
-
     # multiprocessing's resource tracker passes sys.stderr's fd to its child when it first starts;
     # inside Textual (which replaces sys.stderr) that fd is -1 and vLLM's engine start fails.
     from multiprocessing import resource_tracker
+
+    from app.tui.app import GemmaChatApp
+    from backend.engine_factory import DeferredEngine
+    from backend.model_source import DEMO_SHORT_NAME
 
     resource_tracker.ensure_running()
     settings = settings_from_args(args)
