@@ -58,6 +58,10 @@ class MediaSettings(BaseModel):
     """Also attach a video's sound track as audio (Gemma 4 hears it; 25 tokens a second, 30 s at most)."""
 
 
+ApprovalPolicy = Literal["side-effects", "every-call", "never"]
+APPROVAL_POLICIES: tuple[ApprovalPolicy, ...] = ("side-effects", "every-call", "never")
+
+
 class ToolSettings(BaseModel):
     """Tool calling (built-ins and ``gemma_chat.tools`` plug-ins)."""
 
@@ -65,26 +69,12 @@ class ToolSettings(BaseModel):
     """Declare the tools to the model (off: plain chat)."""
     allowed_dirs: list[str] = Field(default_factory=lambda: ["."])
     """Directories read_file and list_directory may read ("." = where gemma-chat was started)."""
-    approval: Literal["side-effects", "every-call", "never"] = "side-effects"
+    approval: ApprovalPolicy = "side-effects"
     """Ask before running: tools with side effects (default), every call, or never."""
     max_steps: int = Field(default=5, ge=1, le=20)
     """Model steps per turn (each may call tools) before the loop stops."""
     max_result_chars: int = Field(default=4000, ge=100)
     """A tool result longer than this is cut before the model reads it."""
-
-
-def default_max_model_len(total_memory_bytes: int | None = None) -> int:
-    """A context window that fits beside the model in this machine's memory (both engines)."""
-    if total_memory_bytes is None:
-        import psutil
-
-        total_memory_bytes = int(psutil.virtual_memory().total)
-    gib = total_memory_bytes / 2**30
-    if gib < 16:
-        return 4096
-    if gib < 48:
-        return 8192
-    return 32768
 
 
 def config_file() -> Path:

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from backend.checkpoints import GeneratedCheckpoint, make_checkpoint
-from backend.model_source import ModelSource, resolve
-from backend.profiles import Argument, EngineProfile, engine_config
+from backend.engine.model_source import ModelSource, resolve
+from backend.engine.profiles import Argument, EngineProfile, engine_config
+from backend.engine.vllm import VllmEngine
 from backend.settings import EngineSettings
-from backend.vllm_engine import VllmEngine
 
 TEST_ENGINE = EngineSettings(dtype="float32", max_model_len=4096, kv_cache_gib=1, speculation="mtp")
 """The engine fixtures' settings. Speculation is forced on: unmeasured, a CPU's optimized path

@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from backend.chat import ChatMessage, RenderedPrompt
-from backend.engine import (
+from backend.engine.metrics import TurnMetrics
+from backend.engine.protocol import (
     Cancelled,
     Delta,
     EngineInfo,
@@ -24,8 +24,7 @@ from backend.engine import (
     Started,
     TurnEvent,
 )
-from backend.metrics import TurnMetrics
-from backend.vllm_engine import DEAD_MESSAGE
+from backend.messages import ChatMessage, RenderedPrompt
 
 
 @dataclass
@@ -72,7 +71,7 @@ class FakeEngine:
         rid = request.request_id
         yield Started(rid)
         if self.die_on_turn:
-            yield Failed(rid, DEAD_MESSAGE, "engine_died")
+            yield Failed(rid, "The fake engine died.", "engine_died")
             return
         reply = self.script.pop(0) if self.script else self.reply
         words = reply.split(" ")[: request.sampling.max_tokens]

@@ -17,8 +17,8 @@ from app.tui.app import GemmaChatApp
 from app.tui.widgets.message_view import MessageView
 from app.tui.widgets.prompt_input import PromptInput
 from backend.checkpoints import GeneratedCheckpoint
-from backend.engine import EngineInfo
-from backend.engine_factory import DeferredEngine
+from backend.engine.factory import DeferredEngine
+from backend.engine.protocol import EngineInfo
 from tests.test_tui import wait_until
 
 

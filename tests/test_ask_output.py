@@ -9,13 +9,13 @@ import json
 import pytest
 
 from app.commands.ask_output import JsonReport, TextPrinter
-from backend.engine import Delta, Finished, Started
-from backend.metrics import TurnMetrics
+from backend.chat.rendering import dispatch
+from backend.engine.metrics import TurnMetrics
+from backend.engine.protocol import Delta, Finished, Started
 from backend.tools.gemma_format import format_call
 from backend.tools.loop import ToolFinished, ToolStarted
 from backend.tools.runner import ToolRecord
 from backend.tools.spec import ToolCall
-from backend.turn import dispatch
 
 CALL = ToolCall("calculator", {"expression": "6 * 7"})
 RECORD = ToolRecord(1, "calculator", {"expression": "6 * 7"}, "ok", result=42, duration_s=0.0004)

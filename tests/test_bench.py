@@ -8,16 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from backend.bench.bench import BenchOptions, run_workloads
-from backend.bench.costs import model_costs
+from backend.bench.model_costs import model_costs
+from backend.bench.options import BenchOptions
 from backend.bench.report import BenchReport, PathRun, PeerRun, _parity
 from backend.bench.roofs import Roofs
-from backend.bench.runner import RequestResult
+from backend.bench.session import run_workloads
+from backend.bench.workload_runs import RequestResult
 from backend.bench.workloads import load_workloads
-from backend.metrics import TurnMetrics
-from backend.model_source import ModelSource
+from backend.engine.metrics import TurnMetrics
+from backend.engine.model_source import ModelSource
+from backend.engine.vllm import VllmEngine
 from backend.settings import Settings
-from backend.vllm_engine import VllmEngine
 
 OPTIONS = BenchOptions(
     requests=3, single_requests=1, conversations=1, chat_turns=2, max_tokens=6, chat_max_tokens=4

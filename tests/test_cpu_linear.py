@@ -8,15 +8,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from backend.chat import ChatMessage, PromptRenderer
 from backend.compat import cpu_linear
-from backend.engine import EngineRequest, Finished, SamplingSettings
-from backend.engine_log import capture_stderr
+from backend.engine.log import capture_stderr
+from backend.engine.model_source import ModelSource
+from backend.engine.profiles import Argument, EngineProfile, engine_config
+from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
+from backend.engine.vllm import VllmEngine
 from backend.kernels import bf16_linear
-from backend.model_source import ModelSource
-from backend.profiles import CPU_LINEAR_ENV, Argument, EngineProfile, engine_config
+from backend.kernels.env import KERNEL_ENV as CPU_LINEAR_ENV
+from backend.messages import ChatMessage, PromptRenderer
 from backend.settings import EngineSettings
-from backend.vllm_engine import VllmEngine
 
 WHY_NOT = bf16_linear.usable_here()
 pytestmark = pytest.mark.skipif(WHY_NOT is not None, reason=f"kernel not used on this CPU: {WHY_NOT}")
@@ -62,7 +63,7 @@ def test_vllm_layers_on_the_pytorch_fallback_get_the_kernel(
     from vllm.model_executor.layers import utils
 
     path, _ = bf16_linear.for_engine()
-    monkeypatch.setenv(cpu_linear.ENV, str(path))
+    monkeypatch.setenv(CPU_LINEAR_ENV, str(path))
     monkeypatch.setattr(utils, "dispatch_cpu_unquantized_gemm", utils.dispatch_cpu_unquantized_gemm)
     monkeypatch.delattr(utils, "_gemma_chat_cpu_linear", raising=False)
     cpu_linear.patch(utils)

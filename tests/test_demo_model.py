@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 
 from backend.assets import ASSETS
-from backend.chat import ChatMessage, PromptRenderer
 from backend.checkpoints import GeneratedCheckpoint
 from backend.demo.corpus import chat_turn, function_examples, python_files
 from backend.demo.pipeline import DemoPlan, read_manifest, train_demo
 from backend.demo.schedule import Budget
-from backend.engine import EngineRequest, Finished, SamplingSettings
-from backend.model_source import ModelSource, calls_tools, demo_model
-from backend.profiles import EngineProfile, engine_config
-from backend.vllm_engine import VllmEngine
+from backend.engine.model_source import ModelSource, calls_tools, demo_model
+from backend.engine.profiles import EngineProfile, engine_config
+from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
+from backend.engine.vllm import VllmEngine
+from backend.messages import ChatMessage, PromptRenderer
 
 SOURCE = '''
 import functools

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from backend.chat import ChatMessage, PromptRenderer
-from backend.engine import EngineRequest, Finished, SamplingSettings
-from backend.media.attachment import load_attachment, media_payloads
-from backend.vllm_engine import VllmEngine
+from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
+from backend.engine.vllm import VllmEngine
+from backend.media.attachment import media_payloads
+from backend.media.load import load_attachment
+from backend.messages import ChatMessage, PromptRenderer
 from tests.media_files import audio_file, image_file, video_file
 from tests.test_cli import _gemma_chat
 

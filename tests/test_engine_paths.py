@@ -8,14 +8,22 @@ from dataclasses import replace
 import psutil
 import pytest
 
-from backend.chat import ChatMessage, PromptRenderer
-from backend.engine import Cancelled, Delta, EngineRequest, Failed, Finished, SamplingSettings, TurnEvent
-from backend.model_source import ModelSource
-from backend.parity import compare_tokens, run_parity
-from backend.profiles import EngineProfile, engine_config
-from backend.prompt_sets import parity_prompts
+from backend.chat.parity import compare_tokens, run_parity
+from backend.engine.model_source import ModelSource
+from backend.engine.profiles import EngineProfile, engine_config
+from backend.engine.prompt_sets import parity_prompts
+from backend.engine.protocol import (
+    Cancelled,
+    Delta,
+    EngineRequest,
+    Failed,
+    Finished,
+    SamplingSettings,
+    TurnEvent,
+)
+from backend.engine.vllm import DEAD_MESSAGE, VllmEngine
+from backend.messages import ChatMessage, PromptRenderer
 from backend.settings import EngineSettings
-from backend.vllm_engine import DEAD_MESSAGE, VllmEngine
 
 pytestmark = pytest.mark.engine
 GREEDY = SamplingSettings(max_tokens=32, ignore_eos=True)

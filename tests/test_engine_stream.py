@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from backend.chat import ChatMessage, PromptRenderer
 from backend.checkpoints import GeneratedCheckpoint
-from backend.engine import Delta, EngineRequest, Finished, MetricsUpdate, SamplingSettings, Started, TurnEvent
-from backend.vllm_engine import VllmEngine
+from backend.engine.protocol import (
+    Delta,
+    EngineRequest,
+    Finished,
+    MetricsUpdate,
+    SamplingSettings,
+    Started,
+    TurnEvent,
+)
+from backend.engine.vllm import VllmEngine
+from backend.messages import ChatMessage, PromptRenderer
 
 pytestmark = pytest.mark.engine
 

@@ -21,7 +21,7 @@ def _loaded_after(code: str) -> set[str]:
 
 def test_backend_imports_no_ui_module() -> None:
     names = [m.name for m in pkgutil.walk_packages(backend.__path__, "backend.")]
-    assert "backend.vllm_engine" in names and "backend.checkpoints.writer" in names
+    assert "backend.engine.vllm" in names and "backend.checkpoints.writer" in names
     loaded = _loaded_after("\n".join(f"import {name}" for name in names))
     assert not loaded & set(UI_MODULES), f"backend imported {loaded & set(UI_MODULES)}"
 
@@ -37,3 +37,83 @@ def test_help_runs_and_lists_commands() -> None:
     )
     for command in ("ask", "bench", "profiles", "make-model", "train-demo"):
         assert command in out.stdout
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Every import between gemma-chat's own modules — at the top, inside functions and under
+    ``TYPE_CHECKING`` alike (a cycle that only type checking sees is still a cycle of concepts)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    files = {
+        ".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): p
+        for top in ("app", "backend")
+        for p in (root / top).rglob("*.py")
+    }
+    graph: dict[str, set[str]] = {name: set() for name in files}
+    for name, path in files.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                    base = f"{parent}.{base}" if base else parent
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in files else base for a in node.names]
+            graph[name] |= {t for t in targets if t in files and t != name}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in sorted(graph[node]):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_module_imports_back_around_a_circle() -> None:
+    graph = _module_graph()
+    assert "backend.chat.turn" in graph and graph["app.tui.turns"], "the graph was read"
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles(graph) == []
+
+
+def test_no_module_is_over_400_lines_and_each_says_what_it_holds() -> None:
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    for path in [*root.glob("app/**/*.py"), *root.glob("backend/**/*.py")]:
+        text = path.read_text()
+        assert len(text.splitlines()) <= 400, f"{path.relative_to(root)} has {len(text.splitlines())} lines"
+        doc = ast.get_docstring(ast.parse(text))
+        assert doc and doc.strip(), f"{path.relative_to(root)} has no opening line saying what it holds"

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from backend.media.attachment import AttachmentError, load_attachment
-from backend.media.costs import audio_soft_tokens, image_soft_tokens
+from backend.media.attachment import AttachmentError
+from backend.media.load import load_attachment
+from backend.media.token_costs import audio_soft_tokens, image_soft_tokens
 from backend.settings import MediaSettings
 from tests.media_files import audio_file, image_file, video_file
 
@@ -96,7 +97,7 @@ def test_validation_messages(tmp_path: Path) -> None:
 
 
 def test_video_sound_track_is_attached_when_the_setting_says_so(tmp_path: Path) -> None:
-    from backend.media.attachment import load_attachments
+    from backend.media.load import load_attachments
     from tests.media_files import video_with_sound
 
     path = video_with_sound(tmp_path / "talk.mp4", seconds=2.0)

@@ -5,10 +5,9 @@ from __future__ import annotations
 import pytest
 
 from backend.checkpoints import GeneratedCheckpoint
-from backend.model_source import ModelSource
-from backend.profiles import EngineProfile, engine_config
-from backend.settings import EngineSettings
-from backend.speculation import (
+from backend.engine.model_source import ModelSource
+from backend.engine.profiles import EngineProfile, engine_config
+from backend.engine.speculation.choice import (
     ProbeRun,
     choice_key,
     choose,
@@ -17,6 +16,7 @@ from backend.speculation import (
     stored_choice,
     tokens_per_step,
 )
+from backend.settings import EngineSettings
 
 PLAIN = ProbeRun("none", 0, 100.0)
 

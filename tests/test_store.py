@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from backend.metrics import TurnMetrics
-from backend.store import ChatStore, StoreError
+from backend.chat.store import ChatStore, StoreError
+from backend.engine.metrics import TurnMetrics
 
 
 def test_chat_round_trip_with_branches_and_figures(tmp_path: Path) -> None:

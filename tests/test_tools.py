@@ -11,9 +11,9 @@ from typing import Literal
 
 import pytest
 
-from backend.chat import ChatMessage
-from backend.engine import Cancelled, EngineRequest, Finished, SamplingSettings
-from backend.store import ChatStore
+from backend.chat.store import ChatStore
+from backend.engine.protocol import Cancelled, EngineRequest, Finished, SamplingSettings
+from backend.messages import ChatMessage
 from backend.tools.builtins import ToolContext, builtin_tools
 from backend.tools.calculator import CalculationError, evaluate
 from backend.tools.gemma_format import format_call

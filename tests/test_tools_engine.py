@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from backend.chat import ChatMessage
-from backend.engine import EngineRequest, Finished, SamplingSettings
+from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
+from backend.engine.vllm import VllmEngine
+from backend.messages import ChatMessage
 from backend.tools.builtins import ToolContext
 from backend.tools.gemma_format import format_call
 from backend.tools.loop import ToolTurn
 from backend.tools.registry import ToolRegistry
 from backend.tools.runner import ToolRunner
 from backend.tools.sandbox import Sandbox
-from backend.vllm_engine import VllmEngine
 
 pytestmark = pytest.mark.engine
 

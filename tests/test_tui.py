@@ -15,8 +15,8 @@ from app.tui.screens.help import HelpScreen
 from app.tui.widgets.compare_view import CompareView
 from app.tui.widgets.message_view import MessageView
 from app.tui.widgets.prompt_input import PromptInput
+from backend.chat.store import ChatStore
 from backend.settings import Settings
-from backend.store import ChatStore
 from tests.fake_engine import FakeEngine
 
 Factory = Callable[[str], FakeEngine]

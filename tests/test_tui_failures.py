@@ -13,7 +13,7 @@ from textual.widgets import Static
 from app.tui.app import GemmaChatApp
 from app.tui.screens.text_prompt import TextPromptScreen
 from app.tui.widgets.message_view import MessageView
-from backend.engine import EngineRequest, TurnEvent
+from backend.engine.protocol import EngineRequest, TurnEvent
 from backend.settings import Settings
 from tests.fake_engine import FakeEngine
 from tests.test_tui import replies, send, wait_until
@@ -101,7 +101,7 @@ async def test_errors_in_screen_callbacks_palette_commands_and_workers_are_repor
         await pilot.pause()
         assert _has_internal_error(app, "running 'Export Markdown'"), _notes(app)
 
-        monkeypatch.setattr("app.tui.app.load_attachments", lambda *a: 1 / 0)
+        monkeypatch.setattr("app.tui.attach_actions.load_attachments", lambda *a: 1 / 0)
         app.attach(tmp_path / "x.png")
         await wait_until(pilot, lambda: _has_internal_error(app, "reading the attachment"))
         assert app.is_running
@@ -110,7 +110,7 @@ async def test_errors_in_screen_callbacks_palette_commands_and_workers_are_repor
 async def test_an_unreadable_history_does_not_keep_the_app_from_starting(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from backend.store import ChatStore
+    from backend.chat.store import ChatStore
 
     def locked(self: ChatStore) -> int | None:
         raise RuntimeError("database is locked")

@@ -11,8 +11,8 @@ from app.tui.screens.approval import ApprovalScreen
 from app.tui.widgets.compare_view import CompareView
 from app.tui.widgets.prompt_input import PromptInput
 from app.tui.widgets.tool_block import ToolBlock
+from backend.chat.store import ChatStore
 from backend.settings import ToolSettings
-from backend.store import ChatStore
 from backend.tools.gemma_format import format_call
 from tests.fake_engine import FakeEngine
 from tests.test_tui import make_app, replies, send, wait_until

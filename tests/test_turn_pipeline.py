@@ -8,16 +8,16 @@ from pathlib import Path
 import pytest
 
 from app.tui.widgets.status_bar import StatusFigures
-from backend.chat import ChatMessage
-from backend.compare import SAME_PATHS, CompareResult
-from backend.engine import Cancelled, EngineInfo, Finished, PathEngine, SamplingSettings
+from backend.chat.compare import SAME_PATHS, CompareResult
+from backend.chat.turn import FixedPrompt, HistoryTrimmed, PromptSized, TurnOptions, TurnPipeline
+from backend.engine.protocol import Cancelled, EngineInfo, Finished, PathEngine, SamplingSettings
 from backend.errors import PromptTooLong
 from backend.media.attachment import AttachmentError
+from backend.messages import ChatMessage
 from backend.tools.builtins import ToolContext
 from backend.tools.registry import ToolRegistry
 from backend.tools.runner import ToolRunner
 from backend.tools.sandbox import Sandbox
-from backend.turn import FixedPrompt, HistoryTrimmed, PromptSized, TurnOptions, TurnPipeline
 from tests.fake_engine import FakeEngine
 
 
@@ -71,7 +71,7 @@ async def test_trimming_drops_the_oldest_turns_and_says_so() -> None:
 
 
 async def test_attachments_the_model_cannot_take_are_refused_on_either_path(tmp_path: Path) -> None:
-    from backend.media.attachment import load_attachment
+    from backend.media.load import load_attachment
     from tests.media_files import audio_file
 
     audio = load_attachment(audio_file(tmp_path / "a.wav", seconds=1.0))

@@ -16,18 +16,19 @@ from typing import TextIO
 
 from app.commands.ask_output import AskOutput, JsonReport, TextPrinter
 from app.commands.flags import COMPARE, settings_from_args
-from backend.chat import ChatMessage
-from backend.compare import CompareResult
-from backend.engine import Engine, PathEngine, SamplingSettings
-from backend.engine_factory import make_engine, new_log_path, resolve_model
-from backend.engine_log import capture_stderr
+from backend.chat.compare import CompareResult
+from backend.chat.rendering import dispatch
+from backend.chat.turn import FixedPrompt, TurnOptions, TurnPipeline, check_towers
+from backend.engine.factory import make_engine, new_log_path, resolve_model
+from backend.engine.log import capture_stderr
+from backend.engine.protocol import Engine, PathEngine, SamplingSettings
 from backend.errors import GemmaChatError
-from backend.media.attachment import load_attachments
+from backend.media.load import load_attachments
+from backend.messages import ChatMessage
+from backend.tools.from_settings import tool_runner
 from backend.tools.runner import Decision
-from backend.tools.setup import tool_runner
 from backend.tools.spec import Tool, ToolCall
 from backend.tools.timeline import call_signature
-from backend.turn import FixedPrompt, TurnOptions, TurnPipeline, check_towers, dispatch
 
 
 def run_ask(args: argparse.Namespace) -> int:

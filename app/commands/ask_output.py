@@ -1,7 +1,7 @@
 """What ``gemma-chat ask`` writes: streamed text with a tool timeline, or one JSON document.
 
 Each output makes one ``TurnRenderer`` per engine path; the shared turn pipeline's events reach
-it through ``backend.turn.dispatch``. A renderer's ``exit_code`` is set once its path has ended.
+it through ``backend.chat.turn.dispatch``. A renderer's ``exit_code`` is set once its path has ended.
 """
 
 from __future__ import annotations
@@ -11,15 +11,15 @@ import sys
 from dataclasses import asdict
 from typing import Any, TextIO
 
-from backend.compare import CompareResult
-from backend.engine import Cancelled, Delta, Failed, Finished, Started
+from backend.chat.compare import CompareResult
+from backend.chat.rendering import TurnRenderer
+from backend.engine.protocol import Cancelled, Delta, Failed, Finished, Started
 from backend.errors import GemmaChatError
 from backend.media.attachment import Attachment
 from backend.tools.gemma_format import VisibleStream
 from backend.tools.loop import StepLimitReached, ToolFinished, ToolStarted
 from backend.tools.runner import ToolRecord
 from backend.tools.timeline import timeline_line, tools_summary
-from backend.turn import TurnRenderer
 
 
 class PathOutput(TurnRenderer):

@@ -10,11 +10,12 @@ from pathlib import Path
 
 from app.commands.flags import settings_from_args
 from backend import paths
-from backend.bench.bench import WORKLOAD_NAMES, BenchOptions, default_requests, run_bench
-from backend.engine_factory import resolve_model
-from backend.engine_log import capture_stderr
-from backend.model_source import ModelSource, generated_model
-from backend.profiles import Argument
+from backend.bench.options import WORKLOAD_NAMES, BenchOptions, default_requests
+from backend.bench.session import run_bench
+from backend.engine.factory import resolve_model
+from backend.engine.log import capture_stderr
+from backend.engine.model_source import ModelSource, generated_model
+from backend.engine.profiles import Argument
 
 
 def bench_source(args: argparse.Namespace) -> tuple[ModelSource, dict[str, Argument]]:

@@ -23,8 +23,8 @@ def build_app(args: argparse.Namespace, log: Path) -> GemmaChatApp:
     from multiprocessing import resource_tracker
 
     from app.tui.app import GemmaChatApp
-    from backend.engine_factory import DeferredEngine
-    from backend.model_source import DEMO_SHORT_NAME
+    from backend.engine.factory import DeferredEngine
+    from backend.engine.model_source import DEMO_SHORT_NAME
 
     resource_tracker.ensure_running()
     settings = settings_from_args(args)
@@ -33,8 +33,8 @@ def build_app(args: argparse.Namespace, log: Path) -> GemmaChatApp:
 
 
 def run_chat(args: argparse.Namespace) -> int:
-    from backend.engine_factory import new_log_path
-    from backend.engine_log import capture_stderr
+    from backend.engine.factory import new_log_path
+    from backend.engine.log import capture_stderr
 
     log = new_log_path("chat")
     app = build_app(args, log)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from backend.model_source import calls_tools
+from backend.engine.model_source import calls_tools
 from backend.settings import Settings, load_settings
 
 COMPARE = "compare"

@@ -7,18 +7,19 @@ import asyncio
 
 from app.commands.flags import settings_from_args
 from backend import paths
-from backend.engine_factory import resolve_model
-from backend.engine_log import capture_stderr
+from backend.engine.factory import resolve_model
+from backend.engine.log import capture_stderr
+from backend.engine.model_source import DEFAULT_MODEL, ModelSource, described_default_model
+from backend.engine.platform import on_gpu
+from backend.engine.profiles import PROFILE_NAMES, EngineProfile, engine_config
+from backend.engine.speculation.choice import SpeculationChoice
 from backend.errors import ModelNotFound
-from backend.model_source import DEFAULT_MODEL, ModelSource, described_default_model
-from backend.profiles import PROFILE_NAMES, EngineProfile, engine_config, on_gpu
 from backend.settings import EngineSettings, Settings
-from backend.speculation import SpeculationChoice
 
 
 def measure_with_progress(source: ModelSource, settings: EngineSettings) -> SpeculationChoice:
     """Run the speculation probe with its engines' logs in a file and its stages on stderr."""
-    from backend.speculation_probe import measure_speculation
+    from backend.engine.speculation.probe import measure_speculation
 
     log_dir = paths.logs_dir()
     log_dir.mkdir(parents=True, exist_ok=True)

@@ -6,57 +6,44 @@ The app receives an engine factory (``profile name -> Engine``): the vLLM one wh
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from textual import work
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.dom import DOMNode
-from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer
-from textual.worker import Worker, WorkerState
 
 from app.tui import turns
+from app.tui.attach_actions import AttachActions
 from app.tui.chat_actions import ChatActions
-from app.tui.failures import guarded
+from app.tui.failures import ReportingApp
 from app.tui.screens.approval import ApprovalScreen
-from app.tui.screens.file_picker import FilePickerScreen
 from app.tui.screens.help import HelpScreen
 from app.tui.screens.text_prompt import TextPromptScreen
+from app.tui.tool_actions import ToolActions
 from app.tui.widgets.attachment_bar import AttachmentBar
 from app.tui.widgets.compare_view import CompareView
 from app.tui.widgets.message_view import MessageView
 from app.tui.widgets.prompt_input import PromptInput
 from app.tui.widgets.status_bar import StatusBar
-from backend.conversation import Conversation
-from backend.engine import SamplingSettings
-from backend.engine_pool import EngineFactory, EnginePool, EngineState
+from backend.chat.conversation import Conversation
+from backend.chat.store import ChatStore, StoreError
+from backend.chat.turn import TurnOptions, TurnPipeline
+from backend.engine.pool import EngineFactory, EnginePool, EngineState
+from backend.engine.protocol import SamplingSettings
 from backend.errors import GemmaChatError
-from backend.failures import record_failure
-from backend.media.attachment import Attachment, load_attachments
+from backend.media.attachment import Attachment
 from backend.settings import Settings
-from backend.store import ChatStore, StoreError
-from backend.tools.runner import Decision, ToolRunner
-from backend.tools.setup import tool_runner
-from backend.tools.spec import Tool, ToolCall
-from backend.turn import TurnOptions, TurnPipeline
 
 PATHS = ("optimized", "baseline")
-POLICY_TEXT = {
-    "side-effects": "ask before tools with side effects",
-    "every-call": "ask before every tool call",
-    "never": "never ask",
-}
 
 
-class GemmaChatApp(ChatActions, App[None]):
+class GemmaChatApp(ChatActions, AttachActions, ToolActions, ReportingApp):
     CSS_PATH = Path(__file__).with_name("app.tcss")
     TITLE = "gemma-chat"
     BINDINGS = [
@@ -83,15 +70,11 @@ class GemmaChatApp(ChatActions, App[None]):
         model_name: str,
         log_path: Path | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(log_path)
         self.settings = settings
         self.pool = EnginePool(engine_factory)
         self.path: str = settings.profile  # optimized, baseline or eager (diagnosis)
         self.model_name = model_name
-        self.log_path = log_path
-        """Where unexpected errors' tracebacks go (the chat's log; None: the default error log)."""
-        self.fatal: str | None = None
-        """Set when an error had to end the app: the one line the terminal gets."""
         self.compare_next = False
         self.turn: TurnPipeline | None = None
         """The turn running now (None: idle); the app takes no second turn while it runs."""
@@ -102,67 +85,6 @@ class GemmaChatApp(ChatActions, App[None]):
         self.status = StatusBar(id="status")
         if settings.keymap:
             self.set_keymap(settings.keymap)
-
-    def _tool_runner(self) -> ToolRunner | None:
-        """A fresh runner per chat ("always for this chat" approvals end with the chat)."""
-        if not self.settings.tools.enabled:
-            return None
-        runner = tool_runner(self.settings, self._approve)
-        for warning in runner.registry.warnings:
-            self.call_later(self.notify, warning, severity="warning", timeout=10)
-        return runner
-
-    async def _approve(self, call: ToolCall, tool: Tool) -> Decision:
-        decided: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
-
-        def answer(decision: Decision | None) -> None:
-            if not decided.done():
-                decided.set_result(decision or "deny")
-
-        self.push_screen(ApprovalScreen(call, tool), self.guard("answering the approval", answer))
-        return await decided
-
-    # -- unexpected errors: shown, logged, and the app keeps running --------------------------------
-    def report_failure(self, what: str, error: Exception) -> str:
-        """Log ``error``'s traceback and show one sentence naming what failed and where the log is."""
-        message = record_failure(what, error, self.log_path)
-        self.notify(message, title="Internal error", severity="error", timeout=30)
-        return message
-
-    async def _dispatch_action(self, namespace: DOMNode, action_name: str, params: Any) -> bool:
-        try:
-            return await super()._dispatch_action(namespace, action_name, params)
-        except Exception as error:
-            self.report_failure(f"running the {action_name.replace('_', ' ')} action", error)
-            return True
-
-    async def _dispatch_message(self, message: Message) -> None:
-        try:
-            await super()._dispatch_message(message)
-        except Exception as error:
-            self.report_failure(f"handling {type(message).__name__}", error)
-
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        worker = event.worker
-        if event.state == WorkerState.ERROR and isinstance(worker.error, Exception):
-            self.report_failure(worker.description or worker.name or "a background task", worker.error)
-
-    def _handle_exception(self, error: Exception) -> None:
-        """Textual's last resort (an error outside every net above): the app must exit."""
-        if self.fatal is None:
-            self.fatal = record_failure("running the app", error, self.log_path)
-        super()._handle_exception(error)
-
-    def guard(self, what: str, callback: Callable[..., Any]) -> Callable[..., Awaitable[None]]:
-        return guarded(self, what, callback)
-
-    def action_tool_policy(self) -> None:
-        order = ("side-effects", "every-call", "never")
-        policy = order[(order.index(self.settings.tools.approval) + 1) % len(order)]
-        self.settings.tools.approval = policy  # type: ignore[assignment]
-        if self.tools is not None:
-            self.tools.policy = policy  # type: ignore[assignment]
-        self.notify(f"Tool approval: {POLICY_TEXT[policy]}.")
 
     def _open_store(self) -> ChatStore | None:
         try:
@@ -198,12 +120,6 @@ class GemmaChatApp(ChatActions, App[None]):
                 await self._show_chat(last)
         except Exception as error:  # a history that cannot be read must not keep the app from starting
             self.report_failure("reopening your last chat", error)
-
-    def push_screen(self, screen: Any, callback: Any = None, *args: Any, **kwargs: Any) -> Any:
-        """Textual's ``push_screen``, with the screen's result callback guarded."""
-        if callback is not None:
-            callback = self.guard(f"acting on the {type(screen).__name__} result", callback)
-        return super().push_screen(screen, callback, *args, **kwargs)
 
     # -- engines --------------------------------------------------------------------------
     @work(group="engines", exit_on_error=False, description="starting the engine")
@@ -286,43 +202,6 @@ class GemmaChatApp(ChatActions, App[None]):
             self.status.context_used = tokens
 
         return turns.TurnHooks(lambda text, severity: self.notify(text, severity=severity), context_used)
-
-    # -- attachments ----------------------------------------------------------------------------
-    def on_prompt_input_path_pasted(self, message: PromptInput.PathPasted) -> None:
-        self.attach(message.path)
-
-    def action_attach(self) -> None:
-        def chosen(path: Path | None) -> None:
-            if path is not None:
-                self.attach(path)
-
-        self.push_screen(FilePickerScreen(Path.cwd()), chosen)
-
-    @work(thread=True, group="attach", exit_on_error=False, description="reading the attachment")
-    def attach(self, path: Path) -> None:
-        """Decode and check a file off the event loop; errors leave the input untouched."""
-        try:
-            attachments = load_attachments(path, self.settings.media)
-        except GemmaChatError as error:
-            self.call_from_thread(self.notify, str(error), severity="error", timeout=10)
-            return
-        for attachment in attachments:
-            self.call_from_thread(self._add_pending, attachment)
-
-    async def _add_pending(self, attachment: Attachment) -> None:
-        self.pending.append(attachment)
-        for notice in attachment.notices:
-            self.notify(notice, severity="warning")
-        await self._show_pending()
-
-    async def on_attachment_bar_removed(self, message: AttachmentBar.Removed) -> None:
-        if 0 <= message.index < len(self.pending):
-            self.pending.pop(message.index)
-            await self._show_pending()
-
-    async def _show_pending(self) -> None:
-        await self.query_one(AttachmentBar).show(self.pending)
-        self.status.pending_tokens = sum(a.tokens for a in self.pending)
 
     async def _start_turn(self) -> None:
         compare, self.compare_next = self.compare_next, False
@@ -428,13 +307,8 @@ class GemmaChatApp(ChatActions, App[None]):
         with contextlib.suppress(GemmaChatError):  # the state listener shows the failure
             await self.pool.ensure(self.path)
 
-    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
-        """The palette's commands, each callback guarded (its errors are reported, never fatal)."""
-        for command in self._system_commands(screen):
-            yield command._replace(callback=self.guard(f"running {command.title!r}", command.callback))
-
-    def _system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
+    def palette_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        yield from super().palette_commands(screen)
         yield SystemCommand(
             "Toggle path", "Switch between the optimized and the baseline path", self.action_toggle_path
         )
@@ -457,17 +331,6 @@ class GemmaChatApp(ChatActions, App[None]):
             "Tool approval", "Cycle: ask for side effects / every call / never", self.action_tool_policy
         )
         yield SystemCommand("Tools", "List the tools the model may call", self.action_list_tools)
-
-    def action_list_tools(self) -> None:
-        if self.tools is None:
-            self.notify("Tools are off (tools.enabled = false).")
-            return
-        lines = [
-            f"{t.name}{' (side effects)' if t.side_effects else ''}: {t.description}"
-            for t in self.tools.registry.tools.values()
-        ]
-        sandbox = ", ".join(self.settings.tools.allowed_dirs)
-        self.notify("\n".join([*lines, f"files: {sandbox}", f"approval: {POLICY_TEXT[self.tools.policy]}"]))
 
     async def action_quit(self) -> None:
         await self.pool.shutdown()

@@ -5,39 +5,46 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from app.tui.screens.chats import ChatAction, ChatsScreen
 from app.tui.screens.text_prompt import TextPromptScreen
 from app.tui.widgets.message_view import MessageView
-from backend.conversation import Conversation
-from backend.engine_pool import EnginePool
-from backend.export import chat_markdown, receipt_json
+from backend.chat.conversation import Conversation
+from backend.chat.export import chat_markdown, receipt_json
+from backend.chat.store import ChatStore
+from backend.engine.pool import EnginePool
 from backend.settings import Settings
-from backend.store import ChatStore
 
 
-class ChatActions:
-    """Mixed into ``GemmaChatApp``; uses its store, conversation, settings and widgets."""
+class ChatHost(Protocol):
+    """What the chat actions need of the app they are mixed into."""
 
-    # Provided by GemmaChatApp and textual.App (annotations only, for the type checker).
     store: ChatStore | None
     conversation: Conversation
     settings: Settings
     pool: EnginePool
     turn: object
     sub_title: str
-    messages_view: Any
-    notify: Any
-    push_screen: Any
-    copy_to_clipboard: Any
-    _show_chat: Any
 
-    async def action_new_chat(self) -> None:
+    @property
+    def messages_view(self) -> Any: ...
+    def notify(self, message: str, *, severity: str = ..., timeout: float | None = ...) -> None: ...
+    def push_screen(self, screen: Any, callback: Any = ...) -> Any: ...
+    def copy_to_clipboard(self, text: str) -> None: ...
+    async def _show_chat(self, chat_id: int | None) -> None: ...
+    def _rename(self, chat_id: int) -> None: ...
+    def _last_reply(self) -> MessageView | None: ...
+
+
+class ChatActions:
+    """Mixed into ``GemmaChatApp``; uses its store, conversation, settings and widgets."""
+
+    async def action_new_chat(self: ChatHost) -> None:
         if self.turn is None:
             await self._show_chat(None)
 
-    def action_chats(self) -> None:
+    def action_chats(self: ChatHost) -> None:
         if self.turn is not None:
             self.notify("A reply is still running: press Esc to stop it first.", severity="warning")
             return
@@ -59,7 +66,7 @@ class ChatActions:
 
         self.push_screen(ChatsScreen(self.store), chosen)
 
-    def _rename(self, chat_id: int) -> None:
+    def _rename(self: ChatHost, chat_id: int) -> None:
         def renamed(title: str | None) -> None:
             if title and self.store is not None:
                 self.store.rename(chat_id, title)
@@ -68,7 +75,7 @@ class ChatActions:
 
         self.push_screen(TextPromptScreen("New title:"), renamed)
 
-    def action_system_prompt(self) -> None:
+    def action_system_prompt(self: ChatHost) -> None:
         def chosen(text: str | None) -> None:
             if text is not None:
                 self.conversation.set_system_prompt(text)
@@ -78,17 +85,17 @@ class ChatActions:
             TextPromptScreen("System prompt for this chat:", self.conversation.system_prompt), chosen
         )
 
-    def _last_reply(self) -> MessageView | None:
+    def _last_reply(self: ChatHost) -> MessageView | None:
         replies = [v for v in self.messages_view.query(MessageView) if v.role != "user"]
         return replies[-1] if replies else None
 
-    def action_copy_reply(self) -> None:
+    def action_copy_reply(self: ChatHost) -> None:
         reply = self._last_reply()
         if reply is not None:
             self.copy_to_clipboard(reply.text)
             self.notify("Reply copied.")
 
-    def action_copy_code(self) -> None:
+    def action_copy_code(self: ChatHost) -> None:
         reply = self._last_reply()
         code = reply.last_code_block() if reply else None
         if code is None:
@@ -97,7 +104,7 @@ class ChatActions:
         self.copy_to_clipboard(code)
         self.notify("Code block copied.")
 
-    def export(self, kind: str) -> Path:
+    def export(self: ChatHost, kind: str) -> Path:
         folder = (self.settings.data_dir or self.settings.history_path().parent) / "exports"
         folder.mkdir(parents=True, exist_ok=True)
         stamp = time.strftime("%Y%m%d-%H%M%S")

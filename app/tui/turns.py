@@ -12,14 +12,15 @@ from dataclasses import dataclass
 
 from app.tui.widgets.compare_view import CompareView
 from app.tui.widgets.message_view import MessageView
-from backend.compare import CompareResult
-from backend.conversation import Conversation, Turn
-from backend.engine import Cancelled, Delta, Failed, Finished, MetricsUpdate
-from backend.engine_pool import EnginePool
-from backend.metrics import TurnMetrics
+from backend.chat.compare import CompareResult
+from backend.chat.conversation import Conversation, Turn
+from backend.chat.rendering import TurnRenderer, dispatch
+from backend.chat.turn import HistoryTrimmed, PromptSized, TurnPipeline
+from backend.engine.metrics import TurnMetrics
+from backend.engine.pool import EnginePool
+from backend.engine.protocol import Cancelled, Delta, Failed, Finished, MetricsUpdate
 from backend.tools.loop import StepLimitReached, ToolFinished, ToolStarted
 from backend.tools.runner import ToolRecord
-from backend.turn import HistoryTrimmed, PromptSized, TurnPipeline, TurnRenderer, dispatch
 
 
 @dataclass(frozen=True)

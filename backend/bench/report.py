@@ -7,15 +7,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from backend.bench.runner import RequestResult, WorkloadRun
-from backend.parity import ParityReport, compare_tokens
+from backend.bench.workload_runs import RequestResult, WorkloadRun
+from backend.chat.parity import ParityReport, compare_tokens
 
 if TYPE_CHECKING:
-    from backend.bench.bench import BenchOptions
-    from backend.bench.costs import ModelCosts
+    from backend.bench.model_costs import ModelCosts
+    from backend.bench.options import BenchOptions
     from backend.bench.peer import PeerResult, PeerSingleResult
     from backend.bench.roofs import Roofs
-    from backend.model_source import ModelSource
+    from backend.engine.model_source import ModelSource
     from backend.settings import Settings
 
 SCHEMA_VERSION = 1
@@ -314,7 +314,7 @@ def _workload_json(run: WorkloadRun) -> dict[str, Any]:
 def _meta(
     source: ModelSource, settings: Settings, options: BenchOptions, costs: ModelCosts
 ) -> dict[str, Any]:
-    from backend.export import hardware, package_versions
+    from backend.provenance import hardware, package_versions
 
     machine = hardware()
     return {

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from backend.bench.costs import ModelCosts, model_costs
+from backend.bench.model_costs import ModelCosts, model_costs
 
 __all__ = [
     "ModelCosts",

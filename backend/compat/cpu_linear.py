@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from backend.compat.after_import import after_import
+from backend.kernels.env import KERNEL_ENV
 
-ENV = "GEMMA_CHAT_CPU_LINEAR"
-THREADS_ENV = "GEMMA_CHAT_CPU_LINEAR_THREADS"
 MODULE = "vllm.model_executor.layers.utils"
 _PATCHED = "_gemma_chat_cpu_linear"
 _state: dict[str, Any] = {"loaded": False, "kernel": None, "layers": 0}
@@ -65,7 +64,7 @@ def _replace(layer: Any, path: str) -> None:
 
 
 def patch(module: Any) -> None:
-    path = os.environ.get(ENV)
+    path = os.environ.get(KERNEL_ENV)
     if not path or getattr(module, _PATCHED, False):
         return
     original = module.dispatch_cpu_unquantized_gemm

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from backend.checkpoints.sizes import DEMO
 from backend.demo.corpus import Corpus, file_turns, split_corpus, stdlib_root
-from backend.demo.loop import PhaseConfig
 from backend.demo.schedule import Budget, ProgressFn
-from backend.export import package_versions
+from backend.demo.training import PhaseConfig
+from backend.provenance import package_versions
 
 if TYPE_CHECKING:
     import numpy as np

@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from backend.demo.loop import PhaseConfig, run_phase
 from backend.demo.schedule import ProgressFn, fixed_windows
 from backend.demo.state import RunCounters
+from backend.demo.training import PhaseConfig, run_phase
 
 if TYPE_CHECKING:
     import numpy as np

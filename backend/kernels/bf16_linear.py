@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from backend.compat.cpu_linear import THREADS_ENV
+from backend.kernels.env import THREADS_ENV
 
 Linear = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 

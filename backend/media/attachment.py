@@ -1,8 +1,8 @@
 """An attachment as a value: kind, source, content hash, decoded payload, token cost.
 
-``load_attachment(path, limits)`` checks the file (missing, directory, empty, unsupported,
-content not matching its extension, corrupt, over a limit) and raises ``AttachmentError``
-naming the file and the reason; nothing is sent and the caller keeps the prompt.
+``check_file`` refuses a file that cannot be one (missing, a directory, empty, unsupported);
+the loaders in ``backend.media.load`` raise ``AttachmentError`` naming the file and the reason
+for the rest, so nothing is sent and the caller keeps the prompt.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from backend.errors import GemmaChatError
-from backend.settings import MediaSettings
 
 IMAGE_EXTENSIONS = {
     ".png": "PNG",
@@ -97,25 +96,3 @@ def sha256_of(path: Path) -> str:
         for block in iter(lambda: stream.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def load_attachment(path_text: str | Path, limits: MediaSettings | None = None) -> Attachment:
-    from backend.media import audio, images, video
-
-    limits = limits or MediaSettings()
-    path = Path(path_text).expanduser()
-    kind = check_file(path)
-    loader = {"image": images.load, "audio": audio.load, "video": video.load}[kind]
-    return loader(path, limits)  # type: ignore[no-any-return, operator]
-
-
-def load_attachments(path_text: str | Path, limits: MediaSettings | None = None) -> list[Attachment]:
-    """``load_attachment``, plus a video's sound track as audio when ``media.video_audio`` is on."""
-    from backend.media import video
-
-    limits = limits or MediaSettings()
-    first = load_attachment(path_text, limits)
-    if first.kind == "video" and limits.video_audio:
-        track = video.sound_track(first.path, limits)
-        return [first] if track is None else [first, track]
-    return [first]

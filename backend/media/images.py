@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from backend.media.attachment import IMAGE_EXTENSIONS, Attachment, AttachmentError, sha256_of
-from backend.media.costs import image_tokens
+from backend.media.token_costs import image_tokens
 from backend.settings import MediaSettings
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from backend.media.attachment import Attachment, AttachmentError, sha256_of
 from backend.media.audio import duration_text
-from backend.media.costs import video_tokens
+from backend.media.token_costs import video_tokens
 from backend.settings import MediaSettings
 
 

@@ -14,10 +14,10 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from backend.chat import ChatMessage
-from backend.engine import Cancelled, Engine, EngineRequest, Failed, Finished, TurnEvent
+from backend.engine.metrics import TurnMetrics, combine_metrics
+from backend.engine.protocol import Cancelled, Engine, EngineRequest, Failed, Finished, TurnEvent
 from backend.errors import GemmaChatError
-from backend.metrics import TurnMetrics, combine_metrics
+from backend.messages import ChatMessage
 from backend.tools.gemma_format import ParsedOutput, parse_output
 from backend.tools.runner import ToolRecord, ToolRunner
 from backend.tools.spec import ToolCall

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from pydantic_core import to_jsonable_python
 
+from backend.settings import ApprovalPolicy
 from backend.tools.registry import ToolRegistry
 from backend.tools.spec import Tool, ToolArgumentsError, ToolCall
 
@@ -34,7 +35,6 @@ Status = Literal[
     "skipped",
 ]
 Decision = Literal["once", "always", "deny"]
-ApprovalPolicy = Literal["side-effects", "every-call", "never"]
 Approver = Callable[[ToolCall, Tool], Awaitable[Decision]]
 
 

@@ -11,7 +11,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList
 from textual.widgets.option_list import Option
 
-from backend.store import ChatStore
+from backend.chat.store import ChatStore
 
 
 @dataclass(frozen=True)

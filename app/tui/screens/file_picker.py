@@ -16,7 +16,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DirectoryTree, Label, Static
 
-from backend.media.attachment import AttachmentError, kind_of, load_attachment
+from backend.media.attachment import AttachmentError, kind_of
+from backend.media.load import load_attachment
 
 
 def half_block_preview(image: Any, width: int = 24) -> Text:

@@ -7,7 +7,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
 from app.tui.widgets.message_view import MessageView
-from backend.compare import CompareResult
+from backend.chat.compare import CompareResult
 
 
 class CompareView(Vertical):

@@ -8,8 +8,8 @@ from textual.widgets import Label, Markdown, Sparkline, Static
 from textual.widgets.markdown import MarkdownStream
 
 from app.tui.widgets.tool_block import ToolBlock
+from backend.engine.metrics import TurnMetrics
 from backend.media.attachment import Attachment
-from backend.metrics import TurnMetrics
 from backend.tools.gemma_format import VisibleStream
 from backend.tools.runner import ToolRecord
 from backend.tools.spec import ToolCall

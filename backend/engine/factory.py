@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from backend import paths
-from backend.chat import ChatMessage, RenderedPrompt
-from backend.engine import EngineInfo, EngineRequest, Failed, ProgressCallback, TurnEvent
+from backend.engine.model_source import ModelSource, resolve
+from backend.engine.profiles import EngineProfile, engine_config
+from backend.engine.protocol import EngineInfo, EngineRequest, Failed, ProgressCallback, TurnEvent
+from backend.engine.vllm import VllmEngine
 from backend.errors import EngineStartFailed
-from backend.model_source import ModelSource, resolve
-from backend.profiles import EngineProfile, engine_config
+from backend.messages import ChatMessage, RenderedPrompt
 from backend.settings import Settings
-from backend.vllm_engine import VllmEngine
 
 
 def new_log_path(tag: str) -> Path:

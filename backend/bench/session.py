@@ -11,49 +11,19 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from backend.bench.memory import PeakMemory
+from backend.bench.options import BenchOptions, Progress
 from backend.bench.report import BenchReport, PathRun, PeerRun
-from backend.bench.runner import BenchPrompt, WorkloadRun, run_chat, run_sequential, run_throughput
+from backend.bench.workload_runs import BenchPrompt, WorkloadRun, run_chat, run_sequential, run_throughput
 from backend.bench.workloads import Workloads, load_workloads
-from backend.chat import ChatMessage
-from backend.model_source import ModelSource
-from backend.profiles import Argument, EngineProfile, engine_config
+from backend.engine.model_source import ModelSource
+from backend.engine.profiles import EngineProfile, engine_config
+from backend.engine.vllm import VllmEngine
+from backend.messages import ChatMessage
 from backend.settings import Settings
-from backend.vllm_engine import VllmEngine
-
-WORKLOAD_NAMES = ("throughput", "single", "chat", "media")
-Progress = Callable[[str, int, int], None]
-"""``(stage, done, total)``: the CLI draws bars from it."""
-
-
-@dataclass(frozen=True)
-class BenchOptions:
-    workloads: tuple[str, ...] = WORKLOAD_NAMES
-    requests: int = 8
-    """Requests submitted at once in ``throughput``."""
-    single_requests: int = 3
-    conversations: int = 2
-    chat_turns: int = 2
-    max_tokens: int = 32
-    chat_max_tokens: int = 32
-    media_per_kind: int = 1
-    peer: bool = True
-    dummy_weights: bool = False
-    roof_seconds: float = 1.0
-    paths: tuple[str, ...] = ("baseline", "optimized")
-    extra_args: dict[str, Argument] = field(default_factory=dict)
-    """Added to every path's vLLM arguments (tests use it; ``--dummy-weights`` sets load_format)."""
-
-
-def default_requests() -> int:
-    """Throughput's concurrency, sized for the hardware: a GPU batches far more than two CPU cores."""
-    from backend.profiles import on_gpu
-
-    return 64 if on_gpu() else 8
 
 
 def model_threads(settings: Settings, source: ModelSource) -> int:
@@ -62,7 +32,9 @@ def model_threads(settings: Settings, source: ModelSource) -> int:
     cores = os.cpu_count() or 1
     if settings.engine.cpu_all_cores or cores == 1:
         return cores
-    from backend.profiles import CPU_LINEAR_THREADS_ENV, EngineProfile, engine_config, on_gpu
+    from backend.engine.platform import on_gpu
+    from backend.engine.profiles import EngineProfile, engine_config
+    from backend.kernels.env import THREADS_ENV as CPU_LINEAR_THREADS_ENV
 
     if on_gpu():
         return cores - 1
@@ -210,7 +182,7 @@ def run_peer(
 
 def bench_dtype(settings: Settings, config: dict[str, Any]) -> str:
     """The dtype every path (and the peer) computes in: the setting, or the checkpoint's own."""
-    from backend.bench.costs import config_dtype
+    from backend.bench.model_costs import config_dtype
 
     return settings.engine.dtype if settings.engine.dtype != "auto" else config_dtype(config)
 
@@ -218,7 +190,7 @@ def bench_dtype(settings: Settings, config: dict[str, Any]) -> str:
 async def run_bench(
     source: ModelSource, settings: Settings, options: BenchOptions, progress: Progress, log_dir: Any
 ) -> BenchReport:
-    from backend.bench.costs import model_costs
+    from backend.bench.model_costs import model_costs
     from backend.bench.roofs import measure_roofs
 
     workloads = load_workloads()
@@ -226,7 +198,7 @@ async def run_bench(
     dtype = bench_dtype(settings, config)
     threads = model_threads(settings, source)
     progress("measuring this machine's roofs", 0, 1)
-    from backend.profiles import on_gpu
+    from backend.engine.platform import on_gpu
 
     device = "cuda" if on_gpu() else "cpu"
     roofs = await asyncio.to_thread(measure_roofs, dtype, threads, device, options.roof_seconds)
@@ -242,7 +214,7 @@ async def run_bench(
 def _rendered_prompts(
     source: ModelSource, workloads: Workloads, options: BenchOptions
 ) -> dict[str, list[str]]:
-    from backend.chat import PromptRenderer
+    from backend.messages import PromptRenderer
 
     renderer = PromptRenderer.for_model(str(source.path))
     sets = prompt_sets(workloads, options)

@@ -14,10 +14,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from backend.chat import ChatMessage
-from backend.engine import Engine, EngineRequest, Failed, Finished, SamplingSettings, TurnEvent
+from backend.engine.metrics import TurnMetrics
+from backend.engine.protocol import Engine, EngineRequest, Failed, Finished, SamplingSettings, TurnEvent
 from backend.errors import GemmaChatError
-from backend.metrics import TurnMetrics
+from backend.messages import ChatMessage
 from backend.tools.gemma_format import clean_text
 
 Tick = Callable[[], None]

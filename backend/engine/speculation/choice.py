@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from backend import paths
 
 if TYPE_CHECKING:
-    from backend.model_source import ModelSource
+    from backend.engine.model_source import ModelSource
     from backend.settings import EngineSettings
 
 PROBE_DRAFTS = 4

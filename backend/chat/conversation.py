@@ -6,12 +6,14 @@ the conversation carries on in memory (nothing the user typed or received is los
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from backend.chat import ChatMessage, MediaKind
-from backend.media.attachment import Attachment, AttachmentError, load_attachment
-from backend.metrics import TurnMetrics
-from backend.store import ChatStore, StoreError
+from backend.chat.store import ChatStore, StoreError
+from backend.engine.metrics import TurnMetrics
+from backend.media.attachment import Attachment, AttachmentError
+from backend.media.load import load_attachment
+from backend.messages import ChatMessage, MediaKind
 from backend.tools.transcript import transcript_from_json
 
 
@@ -45,14 +47,14 @@ class Conversation:
             for m in store.branch(chat_id)
         ]
 
-    def _save(self, action: str, *args: object) -> int | None:
-        """Call ``store.action(chat_id, *args)``, creating the chat first if needed."""
+    def _save(self, write: Callable[[ChatStore, int], object]) -> int | None:
+        """Run ``write(store, chat_id)``, creating the chat first if needed; its id result, if any."""
         if self.store is None:
             return None
         try:
             if self.chat_id is None:
                 self.chat_id = self.store.new_chat(self.title, self.system_prompt)
-            result = getattr(self.store, action)(self.chat_id, *args)
+            result = write(self.store, self.chat_id)
             self.last_store_error = None
             return result if isinstance(result, int) else None
         except StoreError as error:
@@ -82,6 +84,11 @@ class Conversation:
             return None
         return self.turns.pop(0).role
 
+    def _set_leaf(self) -> None:
+        """The stored chat's visible branch ends where the in-memory one does."""
+        parent = self._parent()
+        self._save(lambda store, chat: store.set_leaf(chat, parent))
+
     def _parent(self) -> int | None:
         return self.turns[-1].message_id if self.turns else None
 
@@ -89,7 +96,10 @@ class Conversation:
         if not self.turns and self.title == "New chat":
             self.title = " ".join(text.split())[:48] or "New chat"
         kept = tuple(self._keep(a) for a in attachments)
-        message_id = self._save("add_message", self._parent(), "user", text, None, None, kept)
+        parent = self._parent()
+        message_id = self._save(
+            lambda store, chat: store.add_message(chat, parent, "user", text, None, None, kept)
+        )
         turn = Turn("user", text, message_id=message_id, attachments=attachments)
         self.turns.append(turn)
         return turn
@@ -97,7 +107,10 @@ class Conversation:
     def add_reply(
         self, text: str, path: str, metrics: TurnMetrics | None, extra: dict[str, object] | None = None
     ) -> Turn:
-        message_id = self._save("add_message", self._parent(), "assistant", text, path, metrics, (), extra)
+        parent = self._parent()
+        message_id = self._save(
+            lambda store, chat: store.add_message(chat, parent, "assistant", text, path, metrics, (), extra)
+        )
         turn = Turn("assistant", text, path, metrics, message_id, dict(extra or {}))
         self.turns.append(turn)
         return turn
@@ -116,7 +129,7 @@ class Conversation:
         """Remove the last reply (for regenerate); the stored one stays as another branch."""
         if self.turns and self.turns[-1].role == "assistant":
             removed = self.turns.pop()
-            self._save("set_leaf", self._parent())
+            self._set_leaf()
             return removed
         return None
 
@@ -125,7 +138,7 @@ class Conversation:
         while self.turns and self.turns[-1].role != "user":
             self.turns.pop()
         attachments = self.turns.pop().attachments if self.turns else ()
-        self._save("set_leaf", self._parent())
+        self._set_leaf()
         return self.add_user(text, attachments)
 
     def last_user_text(self) -> str | None:
@@ -133,11 +146,11 @@ class Conversation:
 
     def set_system_prompt(self, text: str) -> None:
         self.system_prompt = text
-        self._save("set_system_prompt", text)
+        self._save(lambda store, chat: store.set_system_prompt(chat, text))
 
     def rename(self, title: str) -> None:
         self.title = title
-        self._save("rename", title)
+        self._save(lambda store, chat: store.rename(chat, title))
 
 
 def _reload(paths: tuple[str, ...]) -> tuple[Attachment, ...]:

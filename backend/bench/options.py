@@ -1,0 +1,38 @@
+"""What a bench run measures: its workloads and sizes (``BenchOptions``), and how it reports progress."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from backend.engine.profiles import Argument
+
+WORKLOAD_NAMES = ("throughput", "single", "chat", "media")
+Progress = Callable[[str, int, int], None]
+"""``(stage, done, total)``: the CLI draws bars from it."""
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    workloads: tuple[str, ...] = WORKLOAD_NAMES
+    requests: int = 8
+    """Requests submitted at once in ``throughput``."""
+    single_requests: int = 3
+    conversations: int = 2
+    chat_turns: int = 2
+    max_tokens: int = 32
+    chat_max_tokens: int = 32
+    media_per_kind: int = 1
+    peer: bool = True
+    dummy_weights: bool = False
+    roof_seconds: float = 1.0
+    paths: tuple[str, ...] = ("baseline", "optimized")
+    extra_args: dict[str, Argument] = field(default_factory=dict)
+    """Added to every path's vLLM arguments (tests use it; ``--dummy-weights`` sets load_format)."""
+
+
+def default_requests() -> int:
+    """Throughput's concurrency, sized for the hardware: a GPU batches far more than two CPU cores."""
+    from backend.engine.platform import on_gpu
+
+    return 64 if on_gpu() else 8

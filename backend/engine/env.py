@@ -1,0 +1,36 @@
+"""The process environment of vLLM: defaults set before it is first imported, and an engine's own
+variables set while it starts (its spawned processes inherit them)."""
+
+from __future__ import annotations
+
+import os
+
+DEFAULTS = {
+    # vLLM logs to stdout by default; gemma-chat's stdout is the reply, so its log goes to stderr
+    # (which the CLI and the TUI send to a log file).
+    "VLLM_LOGGING_STREAM": "ext://sys.stderr",
+    # No usage reporting from an offline chat tool.
+    "VLLM_NO_USAGE_STATS": "1",
+    "DO_NOT_TRACK": "1",
+}
+
+
+def prepare() -> None:
+    """Set vLLM's environment defaults (the user's own values win). Call before importing vllm."""
+    for name, value in DEFAULTS.items():
+        os.environ.setdefault(name, value)
+
+
+def apply_env(values: dict[str, str]) -> dict[str, str | None]:
+    """Set an engine's variables; return the previous values for ``restore_env``."""
+    previous = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    return previous
+
+
+def restore_env(previous: dict[str, str | None]) -> None:
+    for name, value in previous.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
