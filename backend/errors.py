@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 
+def printable(text: str) -> str:
+    """``text`` with control characters, NUL and undecodable bytes (lone surrogates) escaped."""
+    return "".join(c if c.isprintable() or c == "\n" else ascii(c)[1:-1] for c in text)
+
+
 class GemmaChatError(Exception):
-    """Base of every error shown to the user as text (never as a traceback)."""
+    """Base of every error shown to the user as text (never as a traceback).
+
+    File names in a message may hold anything a file system allows; they are shown escaped."""
 
     def __init__(self, problem: str, fix: str = "") -> None:
-        self.problem = problem
-        self.fix = fix
-        super().__init__(f"{problem} {fix}".strip())
+        self.problem = printable(problem)
+        self.fix = printable(fix)
+        super().__init__(f"{self.problem} {self.fix}".strip())
 
 
 class ModelNotFound(GemmaChatError):

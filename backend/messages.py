@@ -9,6 +9,20 @@ Role = Literal["system", "user", "assistant", "tool"]
 MediaKind = Literal["image", "audio", "video"]
 
 
+def valid_utf8(text: str) -> str:
+    """``text`` as valid UTF-8: bytes that were not (a file name's, kept as lone surrogates by
+    Python) are shown as ``\\xNN`` escapes, so the tokenizer and the database can take it."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate that is no escaped byte
+        return text.encode("utf-8", "replace").decode("utf-8")
+
+
 @dataclass(frozen=True)
 class ChatMessage:
     role: Role
@@ -65,5 +79,6 @@ class PromptRenderer:
             tokenize=False,
             add_generation_prompt=True,
         )
+        text = valid_utf8(text)  # a last guard: whatever reached a message, the prompt is UTF-8
         count = len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
         return RenderedPrompt(text=text, token_count=count)

@@ -1,24 +1,40 @@
 """Settings: one TOML file under the user config directory, overridden by ``GEMMA_CHAT_*``
 environment variables, overridden by command-line flags. Nothing is read at import.
+
+Nothing wrong is dropped in silence: an unknown key (``[tools] allowed_dir``, ``[tool]``), a
+value of the wrong type, a TOML syntax error or an unreadable file raises ``SettingsError``
+naming the file (or the variable, or the flag), the key, the reason and — for a typo — the key
+that was meant.
 """
 
 from __future__ import annotations
 
+import difflib
+import os
+import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
-from pydantic_settings import (
-    BaseSettings,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-    TomlConfigSettingsSource,
-)
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from backend import paths
+from backend.errors import GemmaChatError
+
+ENV_PREFIX = "GEMMA_CHAT_"
 
 
-class EngineSettings(BaseModel):
+class SettingsError(GemmaChatError):
+    """A setting that cannot be used: where it came from, the key, and why."""
+
+
+class Strict(BaseModel):
+    """A settings table: unknown keys are refused, not dropped."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class EngineSettings(Strict):
     """How an engine is sized and started (both paths use the same values)."""
 
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
@@ -43,11 +59,13 @@ class EngineSettings(BaseModel):
     16/19 parity prompts identical in bfloat16 (19/19 in float32), so it is off by default."""
 
 
-class MediaSettings(BaseModel):
+class MediaSettings(Strict):
     """Limits and choices for attachments."""
 
     max_image_mb: float = Field(default=20.0, gt=0)
     """Largest image file accepted, in MB."""
+    max_image_megapixels: float = Field(default=50.0, gt=0)
+    """Largest image accepted, in millions of pixels (checked before it is decoded)."""
     long_audio: Literal["trim", "refuse"] = "trim"
     """Audio longer than Gemma 4's 30 s: keep the first 30 s (with a notice) or refuse it."""
     max_video_frames: int = Field(default=32, ge=1, le=64)
@@ -62,7 +80,7 @@ ApprovalPolicy = Literal["side-effects", "every-call", "never"]
 APPROVAL_POLICIES: tuple[ApprovalPolicy, ...] = ("side-effects", "every-call", "never")
 
 
-class ToolSettings(BaseModel):
+class ToolSettings(Strict):
     """Tool calling (built-ins and ``gemma_chat.tools`` plug-ins)."""
 
     enabled: bool = True
@@ -84,7 +102,7 @@ def config_file() -> Path:
 class Settings(BaseSettings):
     """Everything configurable. ``GEMMA_CHAT_ENGINE__MAX_MODEL_LEN=4096`` sets a nested value."""
 
-    model_config = SettingsConfigDict(env_prefix="GEMMA_CHAT_", env_nested_delimiter="__", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid")
 
     model: str = "google/gemma-4-E2B-it"
     """A local checkpoint directory or a Hugging Face model id."""
@@ -118,16 +136,91 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        toml = TomlConfigSettingsSource(settings_cls, toml_file=config_file())
-        return (init_settings, env_settings, toml)
+        return (init_settings, env_settings, ConfigFile(settings_cls))
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    """The config file's tables ({} when there is none); a file that cannot be read raises."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    except OSError as error:
+        raise SettingsError(f"The config file {path} cannot be read ({error.strerror or error}).") from None
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise SettingsError(
+            f"The config file {path} is not UTF-8 text (byte {error.start}).", "Save it as UTF-8."
+        ) from None
+    except tomllib.TOMLDecodeError as error:
+        raise SettingsError(
+            f"The config file {path} is not valid TOML: {error}.", "Fix that line (TOML: key = value)."
+        ) from None
+
+
+class ConfigFile(PydanticBaseSettingsSource):
+    """The TOML config file, read with errors that name it."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # unused: __call__ returns the whole file
+
+    def __call__(self) -> dict[str, Any]:
+        return read_config(config_file())
 
 
 def load_settings(**overrides: Any) -> Settings:
     """Settings from file and environment, with ``overrides`` (flags; None means unset) on top."""
     flags = {key: value for key, value in overrides.items() if value is not None}
     engine_flags = {key: flags.pop(key) for key in list(flags) if key in EngineSettings.model_fields}
-    settings = Settings(**flags)
-    if engine_flags:
-        merged = settings.engine.model_copy(update=engine_flags)
-        settings = settings.model_copy(update={"engine": EngineSettings.model_validate(merged.model_dump())})
+    try:
+        settings = Settings(**flags)
+        if engine_flags:
+            merged = {**settings.engine.model_dump(), **engine_flags}
+            settings = settings.model_copy(update={"engine": EngineSettings.model_validate(merged)})
+    except ValidationError as error:
+        raise _explained(error, flags, engine_flags) from None
     return settings
+
+
+def _explained(error: ValidationError, flags: dict[str, Any], engine_flags: dict[str, Any]) -> SettingsError:
+    """The first problem of ``error``: where the value came from, the key, the reason, a likely fix."""
+    problem = error.errors()[0]
+    loc = tuple(str(part) for part in problem["loc"])
+    if problem["type"] == "extra_forbidden" and engine_flags and not loc:
+        loc = ("engine",)
+    key = ".".join(loc) or "?"
+    table, name = (f"[{'.'.join(loc[:-1])}] " if len(loc) > 1 else ""), loc[-1] if loc else "?"
+    shown = f"[{name}]" if isinstance(problem.get("input"), dict) and len(loc) == 1 else name
+    where = _origin(loc, flags, engine_flags)
+    if problem["type"] == "extra_forbidden":
+        known = _known_keys(loc[:-1])
+        meant = difflib.get_close_matches(name, known, n=1)
+        hint = f"Did you mean {meant[0]}? " if meant else ""
+        return SettingsError(
+            f"{where}: {table}{shown} is not a setting gemma-chat knows.",
+            f"{hint}Known here: {', '.join(sorted(known))}.",
+        )
+    return SettingsError(
+        f"{where}: {key} = {problem.get('input')!r} is not valid: {problem['msg']}.",
+        "See the README's Configuration section for each setting's values.",
+    )
+
+
+def _origin(loc: tuple[str, ...], flags: dict[str, Any], engine_flags: dict[str, Any]) -> str:
+    if loc and (loc[0] in flags or loc[-1] in engine_flags):
+        return "On the command line"
+    env = ENV_PREFIX + "__".join(loc).upper()
+    if env in os.environ:
+        return f"In the environment ({env})"
+    return f"In {config_file()}"
+
+
+def _known_keys(table: tuple[str, ...]) -> list[str]:
+    model: type[BaseModel] = Settings
+    for part in table:
+        annotation = model.model_fields[part].annotation if part in model.model_fields else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return []
+        model = annotation
+    return list(model.model_fields)

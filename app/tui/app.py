@@ -90,7 +90,7 @@ class GemmaChatApp(ChatActions, AttachActions, ToolActions, ReportingApp):
         try:
             store = ChatStore(self.settings.history_path())
         except StoreError as error:
-            self.call_later(self.notify, f"{error} Chats are kept in memory only.", severity="error")
+            self.call_later(self.notify, str(error), severity="error", timeout=15)
             return None
         if store.moved_aside is not None:
             self.call_later(
@@ -154,7 +154,11 @@ class GemmaChatApp(ChatActions, AttachActions, ToolActions, ReportingApp):
         return self.query_one("#messages", VerticalScroll)
 
     async def _show_chat(self, chat_id: int | None) -> None:
-        self.conversation = Conversation(self.store, chat_id)
+        try:
+            self.conversation = Conversation(self.store, chat_id)
+        except StoreError as error:  # a history that cannot be read: say so, start a new chat
+            self.notify(str(error), severity="error", timeout=15)
+            self.conversation = Conversation(self.store)
         if self.tools is not None:
             self.tools.always_allowed.clear()  # "always for this chat" ends with the chat
         await self._show_chat_turns()
@@ -162,6 +166,7 @@ class GemmaChatApp(ChatActions, AttachActions, ToolActions, ReportingApp):
         self.status.context_used = (last.prompt_tokens + last.generated_tokens) if last else 0
         self.sub_title = self.conversation.title
         self.messages_view.scroll_end(animate=False)
+        self._report_store()
 
     def _report_store(self) -> None:
         if self.conversation.last_store_error:

@@ -7,7 +7,7 @@ the conversation carries on in memory (nothing the user typed or received is los
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from backend.chat.store import ChatStore, StoreError
 from backend.engine.metrics import TurnMetrics
@@ -42,10 +42,15 @@ class Conversation:
     def _load(self, store: ChatStore, chat_id: int) -> None:
         summary = store.chat(chat_id)
         self.title, self.system_prompt = summary.title, summary.system_prompt
+        missing: list[str] = []
         self.turns = [
-            Turn(m.role, m.text, m.path, m.metrics, m.id, dict(m.extra), _reload(m.attachments))
+            Turn(m.role, m.text, m.path, m.metrics, m.id, dict(m.extra), _reload(m.attachments, missing))
             for m in store.branch(chat_id)
         ]
+        if missing:
+            self.last_store_error = (
+                f"{len(missing)} attachment(s) of this chat could not be loaded again: {'; '.join(missing)}"
+            )
 
     def _save(self, write: Callable[[ChatStore, int], object]) -> int | None:
         """Run ``write(store, chat_id)``, creating the chat first if needed; its id result, if any."""
@@ -95,25 +100,38 @@ class Conversation:
     def add_user(self, text: str, attachments: tuple[Attachment, ...] = ()) -> Turn:
         if not self.turns and self.title == "New chat":
             self.title = " ".join(text.split())[:48] or "New chat"
-        kept = tuple(self._keep(a) for a in attachments)
-        parent = self._parent()
-        message_id = self._save(
-            lambda store, chat: store.add_message(chat, parent, "user", text, None, None, kept)
-        )
-        turn = Turn("user", text, message_id=message_id, attachments=attachments)
-        self.turns.append(turn)
-        return turn
+        self.turns.append(Turn("user", text, attachments=attachments))
+        self._sync()
+        return self.turns[-1]
 
     def add_reply(
         self, text: str, path: str, metrics: TurnMetrics | None, extra: dict[str, object] | None = None
     ) -> Turn:
-        parent = self._parent()
-        message_id = self._save(
-            lambda store, chat: store.add_message(chat, parent, "assistant", text, path, metrics, (), extra)
+        self.turns.append(Turn("assistant", text, path, metrics, None, dict(extra or {})))
+        self._sync()
+        return self.turns[-1]
+
+    def _sync(self) -> None:
+        """Save every turn the store does not have yet, in order, each under the one before it.
+
+        It stops at the first write that fails: what follows stays in memory (nothing is saved
+        without its parent) and the next write that works saves it all, so a full disk or a
+        locked database loses neither the prompt nor the reply."""
+        for index, turn in enumerate(self.turns):
+            if turn.message_id is not None:
+                continue
+            message_id = self._store(turn, self.turns[index - 1].message_id if index else None)
+            if message_id is None:
+                return
+            self.turns[index] = replace(turn, message_id=message_id)
+
+    def _store(self, turn: Turn, parent: int | None) -> int | None:
+        kept = tuple(self._keep(a) for a in turn.attachments)
+        return self._save(
+            lambda store, chat: store.add_message(
+                chat, parent, turn.role, turn.text, turn.path, turn.metrics, kept, turn.extra
+            )
         )
-        turn = Turn("assistant", text, path, metrics, message_id, dict(extra or {}))
-        self.turns.append(turn)
-        return turn
 
     def _keep(self, attachment: Attachment) -> str:
         """The stored copy's path (by content hash), or the original's if it cannot be copied."""
@@ -153,12 +171,13 @@ class Conversation:
         self._save(lambda store, chat: store.rename(chat, title))
 
 
-def _reload(paths: tuple[str, ...]) -> tuple[Attachment, ...]:
-    """Attachments of a stored message, from their copies in the data directory."""
+def _reload(paths: tuple[str, ...], missing: list[str]) -> tuple[Attachment, ...]:
+    """Attachments of a stored message, from their copies in the data directory; each one that
+    cannot be loaded (a copy deleted by hand) goes to ``missing`` and the chat's text still loads."""
     loaded = []
     for path in paths:
         try:
             loaded.append(load_attachment(path))
-        except AttachmentError:
-            continue  # a copy that vanished: the text of the chat still loads
+        except AttachmentError as error:
+            missing.append(error.problem)
     return tuple(loaded)

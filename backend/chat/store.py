@@ -1,13 +1,18 @@
 """Chat history in SQLite under the user data directory: chats, messages (a tree, so edits
 branch), attachment references, and each reply's path and figures.
 
-A write that fails (read-only directory, full disk) raises ``StoreError``; callers keep
-the conversation in memory. A database that cannot be read is moved aside, never dropped.
+A write that fails (read-only directory, full disk, another program holding the lock) raises
+``StoreError``; callers keep the conversation in memory. Each message is one transaction, in WAL
+mode with a busy timeout, so a reader elsewhere never blocks a save. A database another process
+holds locked is never taken for a corrupt one: only a file that fails ``PRAGMA quick_check`` (or
+is not a database at all) is moved aside — never dropped — and a fresh one started. Attachment
+copies are written to a temporary file, checked against their hash, then renamed into place.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 import time
@@ -17,6 +22,10 @@ from typing import Any
 
 from backend.engine.metrics import TurnMetrics
 from backend.errors import GemmaChatError
+from backend.media.attachment import sha256_of
+
+BUSY_TIMEOUT_S = 10.0
+"""How long an operation waits for another program's lock before it fails (and is retried later)."""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS chats (
@@ -68,6 +77,26 @@ class ChatSummary:
     updated: float
 
 
+def _busy(error: sqlite3.Error) -> bool:
+    text = str(error).lower()
+    return "locked" in text or "busy" in text
+
+
+def _is_corrupt(path: Path) -> bool:
+    """True only when ``path`` holds something SQLite calls damaged (not when it is merely locked)."""
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+    except sqlite3.Error:
+        return False
+    try:
+        result = db.execute("PRAGMA quick_check").fetchone()
+        return result is None or result[0] != "ok"
+    except sqlite3.DatabaseError as error:
+        return not _busy(error)
+    finally:
+        db.close()
+
+
 class ChatStore:
     """One SQLite file; every method is a short transaction."""
 
@@ -76,40 +105,92 @@ class ChatStore:
         self.moved_aside: Path | None = None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = self._open(path)
-        except sqlite3.DatabaseError:
-            self.moved_aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
-            path.rename(self.moved_aside)
-            self._db = self._open(path)
         except OSError as error:
             raise StoreError(
-                f"Cannot open the history database {path}: {error}.", "Check the data directory."
+                f"Cannot create the data directory {path.parent}: {error.strerror or error}.",
+                "Chats are kept in memory this session; fix the directory or pass --data-dir.",
             ) from None
+        try:
+            self._db = self._open(path)
+        except sqlite3.DatabaseError as error:
+            if _busy(error) or not path.is_file() or not _is_corrupt(path):
+                raise self._unopenable(error) from None
+            self.moved_aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
+            for suffix in ("", "-wal", "-shm"):
+                side = Path(f"{path}{suffix}")
+                if side.exists():
+                    side.rename(Path(f"{self.moved_aside}{suffix}"))
+            try:
+                self._db = self._open(path)
+            except sqlite3.Error as again:
+                raise self._unopenable(again) from None
+
+    def _unopenable(self, error: sqlite3.Error) -> StoreError:
+        if _busy(error):
+            return StoreError(
+                f"The history database {self.path} is locked by another program (waited "
+                f"{BUSY_TIMEOUT_S:g} s).",
+                "Chats are kept in memory this session; close the other gemma-chat and start again.",
+            )
+        return StoreError(
+            f"Cannot open the history database {self.path}: {error}.",
+            "Chats are kept in memory this session; check the data directory (read-only? full?).",
+        )
 
     @staticmethod
     def _open(path: Path) -> sqlite3.Connection:
-        db = sqlite3.connect(path)
-        db.execute("PRAGMA foreign_keys = ON")
-        db.executescript(SCHEMA)
-        db.execute("SELECT count(*) FROM chats").fetchone()
-        return db
+        db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S)
+        try:
+            db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            try:
+                db.execute("PRAGMA journal_mode = WAL")
+            except sqlite3.OperationalError as error:  # a read-only directory keeps the default journal
+                if _busy(error):
+                    raise
+            db.execute("PRAGMA foreign_keys = ON")
+            db.executescript(SCHEMA)
+            check = db.execute("PRAGMA quick_check").fetchone()
+            if check is None or check[0] != "ok":
+                raise sqlite3.DatabaseError(
+                    f"database disk image is malformed ({check[0] if check else '?'})"
+                )
+            return db
+        except sqlite3.Error:
+            db.close()
+            raise
 
-    def _write(self, sql: str, params: tuple[Any, ...]) -> int:
+    def _write(self, *statements: tuple[str, tuple[Any, ...]]) -> int:
+        """Run ``statements`` in one transaction; the first one's new row id."""
         try:
             with self._db:
-                cursor = self._db.execute(sql, params)
-                return int(cursor.lastrowid or 0)
+                first = 0
+                for index, (sql, params) in enumerate(statements):
+                    cursor = self._db.execute(sql, params)
+                    if index == 0:
+                        first = int(cursor.lastrowid or 0)
+                return first
         except sqlite3.Error as error:
             raise StoreError(
                 f"Could not save to {self.path}: {error}.",
                 "The conversation stays in memory; free disk space or fix the data directory's permissions.",
             ) from None
 
+    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+        try:
+            return self._db.execute(sql, params).fetchall()
+        except sqlite3.Error as error:
+            raise StoreError(
+                f"Could not read the history database {self.path}: {error}.",
+                "The chat stays as it is on screen; restart gemma-chat to check the database.",
+            ) from None
+
     def new_chat(self, title: str = "New chat", system_prompt: str = "") -> int:
         now = time.time()
         return self._write(
-            "INSERT INTO chats(title, system_prompt, created, updated) VALUES (?, ?, ?, ?)",
-            (title, system_prompt, now, now),
+            (
+                "INSERT INTO chats(title, system_prompt, created, updated) VALUES (?, ?, ?, ?)",
+                (title, system_prompt, now, now),
+            )
         )
 
     def add_message(
@@ -123,7 +204,7 @@ class ChatStore:
         attachments: tuple[str, ...] = (),
         extra: dict[str, Any] | None = None,
     ) -> int:
-        message_id = self._write(
+        insert = (
             "INSERT INTO messages(chat_id, parent_id, role, text, path, metrics, attachments, extra, created)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
@@ -138,22 +219,23 @@ class ChatStore:
                 time.time(),
             ),
         )
-        self._write(
-            "UPDATE chats SET updated = ?, current_leaf = ? WHERE id = ?", (time.time(), message_id, chat_id)
+        leaf = (  # one transaction: the message and the chat's leaf land together, or neither
+            "UPDATE chats SET updated = ?, current_leaf = last_insert_rowid() WHERE id = ?",
+            (time.time(), chat_id),
         )
-        return message_id
+        return self._write(insert, leaf)
 
     def set_leaf(self, chat_id: int, leaf_id: int | None) -> None:
-        self._write("UPDATE chats SET current_leaf = ? WHERE id = ?", (leaf_id, chat_id))
+        self._write(("UPDATE chats SET current_leaf = ? WHERE id = ?", (leaf_id, chat_id)))
 
     def rename(self, chat_id: int, title: str) -> None:
-        self._write("UPDATE chats SET title = ? WHERE id = ?", (title, chat_id))
+        self._write(("UPDATE chats SET title = ? WHERE id = ?", (title, chat_id)))
 
     def set_system_prompt(self, chat_id: int, system_prompt: str) -> None:
-        self._write("UPDATE chats SET system_prompt = ? WHERE id = ?", (system_prompt, chat_id))
+        self._write(("UPDATE chats SET system_prompt = ? WHERE id = ?", (system_prompt, chat_id)))
 
     def delete_chat(self, chat_id: int) -> None:
-        self._write("DELETE FROM chats WHERE id = ?", (chat_id,))
+        self._write(("DELETE FROM chats WHERE id = ?", (chat_id,)))
 
     def chats(self, search: str = "") -> list[ChatSummary]:
         sql = "SELECT DISTINCT c.id, c.title, c.system_prompt, c.updated FROM chats c"
@@ -161,34 +243,32 @@ class ChatStore:
         if search:
             sql += " LEFT JOIN messages m ON m.chat_id = c.id WHERE c.title LIKE ? OR m.text LIKE ?"
             params = (f"%{search}%", f"%{search}%")
-        rows = self._db.execute(sql + " ORDER BY c.updated DESC", params).fetchall()
+        rows = self._read(sql + " ORDER BY c.updated DESC", params)
         return [ChatSummary(*row) for row in rows]
 
     def chat(self, chat_id: int) -> ChatSummary:
-        row = self._db.execute(
-            "SELECT id, title, system_prompt, updated FROM chats WHERE id = ?", (chat_id,)
-        ).fetchone()
-        if row is None:
+        rows = self._read("SELECT id, title, system_prompt, updated FROM chats WHERE id = ?", (chat_id,))
+        if not rows:
             raise StoreError(f"There is no chat {chat_id}.")
-        return ChatSummary(*row)
+        return ChatSummary(*rows[0])
 
     def last_chat(self) -> int | None:
-        row = self._db.execute("SELECT id FROM chats ORDER BY updated DESC LIMIT 1").fetchone()
-        return int(row[0]) if row else None
+        rows = self._read("SELECT id FROM chats ORDER BY updated DESC LIMIT 1")
+        return int(rows[0][0]) if rows else None
 
     def messages(self, chat_id: int) -> list[StoredMessage]:
-        rows = self._db.execute(
+        rows = self._read(
             "SELECT id, chat_id, parent_id, role, text, path, metrics, attachments, extra"
             " FROM messages WHERE chat_id = ? ORDER BY id",
             (chat_id,),
-        ).fetchall()
+        )
         return [_message(row) for row in rows]
 
     def branch(self, chat_id: int) -> list[StoredMessage]:
         """The messages from the root to the chat's current leaf (the branch on screen)."""
-        row = self._db.execute("SELECT current_leaf FROM chats WHERE id = ?", (chat_id,)).fetchone()
+        rows = self._read("SELECT current_leaf FROM chats WHERE id = ?", (chat_id,))
         by_id = {m.id: m for m in self.messages(chat_id)}
-        leaf = row[0] if row else None
+        leaf = rows[0][0] if rows else None
         path: list[StoredMessage] = []
         while leaf is not None and leaf in by_id:
             path.append(by_id[leaf])
@@ -197,21 +277,31 @@ class ChatStore:
 
     def siblings(self, message_id: int) -> list[StoredMessage]:
         """Other versions of a message (same parent, same role): the branches an edit made."""
-        target = self._db.execute(
-            "SELECT chat_id, parent_id, role FROM messages WHERE id = ?", (message_id,)
-        ).fetchone()
-        if target is None:
+        rows = self._read("SELECT chat_id, parent_id, role FROM messages WHERE id = ?", (message_id,))
+        if not rows:
             return []
-        chat_id, parent_id, role = target
+        chat_id, parent_id, role = rows[0]
         return [m for m in self.messages(chat_id) if m.parent_id == parent_id and m.role == role]
 
     def keep_file(self, source: Path, sha256: str) -> Path:
-        """Copy an attachment next to the database, named by its content hash (once)."""
+        """Copy an attachment next to the database, named by its content hash (once).
+
+        The copy is made under a temporary name, checked against ``sha256`` and renamed into place,
+        so a full disk leaves no partial file under the hash name; a copy already there is used only
+        if its content still has that hash. Raises ``OSError`` (the caller keeps the original path)."""
         folder = self.path.parent / "attachments"
         folder.mkdir(parents=True, exist_ok=True)
         target = folder / f"{sha256}{source.suffix.lower()}"
-        if not target.exists():
-            shutil.copyfile(source, target)
+        if target.is_file() and sha256_of(target) == sha256:
+            return target
+        partial = folder / f".{sha256}.{os.getpid()}.partial"
+        try:
+            shutil.copyfile(source, partial)
+            if sha256_of(partial) != sha256:
+                raise OSError(f"{source} changed while it was being copied")
+            os.replace(partial, target)
+        finally:
+            partial.unlink(missing_ok=True)
         return target
 
     def close(self) -> None:

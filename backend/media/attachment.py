@@ -8,6 +8,8 @@ for the rest, so nothing is sent and the caller keeps the prompt.
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,12 +67,31 @@ def kind_of(path: Path) -> str | None:
     return None
 
 
+FILE_KINDS = {
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
+
+
 def check_file(path: Path) -> str:
-    """The kind of a readable, non-empty file of a supported type, or an AttachmentError."""
-    if not path.exists():
-        raise AttachmentError(f"{path}: no such file.", "Check the path.")
-    if path.is_dir():
+    """The kind of a readable, non-empty regular file of a supported type, or an AttachmentError.
+
+    Nothing here can block: the file is stat'ed first, and only a regular file is ever opened (a
+    FIFO named ``x.wav`` would wait for a writer forever)."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise AttachmentError(f"{path}: no such file.", "Check the path.") from None
+    except (OSError, ValueError) as error:  # ValueError: a NUL byte in the path
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        raise AttachmentError(f"{str(path)[:300]} cannot be read ({reason}).", "Check the path.") from None
+    if stat.S_ISDIR(info.st_mode):
         raise AttachmentError(f"{path} is a directory, not a file.", "Attach a file.")
+    if not stat.S_ISREG(info.st_mode):
+        what = FILE_KINDS.get(stat.S_IFMT(info.st_mode), "not a regular file")
+        raise AttachmentError(f"{path} is {what}, not a regular file.", "Attach a file saved on disk.")
     kind = kind_of(path)
     if kind is None:
         raise AttachmentError(
@@ -78,14 +99,12 @@ def check_file(path: Path) -> str:
             f"Attach one of {', '.join(SUPPORTED)}.",
         )
     try:
-        size = path.stat().st_size
-        with path.open("rb"):
-            pass
+        os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))
     except OSError as error:
         raise AttachmentError(
             f"{path} cannot be read ({error.strerror}).", "Check its permissions."
         ) from None
-    if size == 0:
+    if info.st_size == 0:
         raise AttachmentError(f"{path} is empty (0 bytes).", "Attach a real file.")
     return kind
 

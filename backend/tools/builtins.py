@@ -4,12 +4,14 @@ only inside the sandbox's directories, size-capped; ``search_history`` only the 
 from __future__ import annotations
 
 import datetime as dt
+import os
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from backend.messages import valid_utf8
 from backend.tools.calculator import evaluate
 from backend.tools.sandbox import Sandbox
 from backend.tools.spec import Tool
@@ -69,10 +71,8 @@ def _current_time(_: ToolContext) -> Tool:
 def _read_file(context: ToolContext) -> Tool:
     def read_file(path: str) -> dict[str, object]:
         """Read a text file inside the directories the user allowed (long files are cut)."""
-        real = context.sandbox.resolve(path)
-        if not real.is_file():
-            raise FileNotFoundError(f"{path} is not a file")
-        with real.open("rb") as handle:
+        fd, real = context.sandbox.open(path, directory=False)
+        with os.fdopen(fd, "rb") as handle:
             data = handle.read(context.max_read_bytes + 1)
         if b"\0" in data[:4096]:
             raise ValueError(f"{path} is a binary file")
@@ -85,15 +85,19 @@ def _read_file(context: ToolContext) -> Tool:
 def _list_directory(context: ToolContext) -> Tool:
     def list_directory(path: str = ".") -> dict[str, object]:
         """List a directory inside the directories the user allowed: names, kinds and sizes."""
-        real = context.sandbox.resolve(path)
-        if not real.is_dir():
-            raise NotADirectoryError(f"{path} is not a directory")
-        entries = []
-        for child in sorted(real.iterdir())[:MAX_LISTED]:
-            info = child.lstat()
-            kind = "dir" if stat.S_ISDIR(info.st_mode) else "link" if stat.S_ISLNK(info.st_mode) else "file"
-            entries.append({"name": child.name, "kind": kind, "bytes": info.st_size})
-        return {"path": str(real), "entries": entries, "truncated": len(list(real.iterdir())) > MAX_LISTED}
+        fd, real = context.sandbox.open(path, directory=True)
+        try:
+            with os.scandir(fd) as scan:
+                children = sorted(scan, key=lambda entry: entry.name)
+            entries = []
+            for child in children[:MAX_LISTED]:
+                info = child.stat(follow_symlinks=False)
+                mode = info.st_mode
+                kind = "dir" if stat.S_ISDIR(mode) else "link" if stat.S_ISLNK(mode) else "file"
+                entries.append({"name": valid_utf8(child.name), "kind": kind, "bytes": info.st_size})
+        finally:
+            os.close(fd)
+        return {"path": str(real), "entries": entries, "truncated": len(children) > MAX_LISTED}
 
     return Tool.from_function(list_directory, timeout_s=5.0)
 
@@ -106,7 +110,8 @@ def _search_history(context: ToolContext) -> Tool:
         if context.history_path is None or not context.history_path.exists():
             return []
         # read-only, and never through ChatStore (which moves an unreadable database aside)
-        db = sqlite3.connect(f"file:{context.history_path}?mode=ro", uri=True, timeout=2)
+        uri = context.history_path.resolve().as_uri() + "?mode=ro"  # '#' and '?' in the path escaped
+        db = sqlite3.connect(uri, uri=True, timeout=2)
         try:
             rows = db.execute(
                 "SELECT c.title, m.role, m.text FROM messages m JOIN chats c ON c.id = m.chat_id"

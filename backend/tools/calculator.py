@@ -1,5 +1,8 @@
 """Safe arithmetic: the expression is parsed with ``ast`` and only numbers, arithmetic operators
-and a few math functions are evaluated — never ``eval``."""
+and a few math functions are evaluated — never ``eval``.
+
+Every operation is bounded before it runs, not only its result: big-integer arithmetic holds the
+GIL, so a timeout cannot stop ``round(2, -10**7)`` (ten million digits of ten) once it started."""
 
 from __future__ import annotations
 
@@ -40,6 +43,8 @@ _MAX_LENGTH = 500
 _MAX_BITS = 100_000
 """Integers beyond this many bits are refused: big-int arithmetic holds the GIL (no timeout can
 interrupt it) and a result past 4300 digits cannot even be printed as JSON."""
+_MAX_ROUND_DIGITS = 1000
+"""``round(x, n)`` computes 10**|n|: n is bounded like an exponent."""
 
 
 class CalculationError(ValueError):
@@ -58,7 +63,7 @@ def evaluate(expression: str) -> int | float:
         return _eval(tree.body)
     except ZeroDivisionError:
         raise CalculationError("division by zero") from None
-    except (OverflowError, ValueError) as error:
+    except (OverflowError, ValueError, TypeError) as error:
         raise CalculationError(f"cannot compute {expression!r}: {error}") from None
 
 
@@ -86,11 +91,15 @@ def _eval(node: ast.AST) -> Any:
                 raise CalculationError("the result would be too large")
         return _checked(_BINARY[type(node.op)](left, right))
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
-        return _UNARY[type(node.op)](_eval(node.operand))
+        return _checked(_UNARY[type(node.op)](_eval(node.operand)))
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS:
         if node.keywords:
             raise CalculationError("functions take positional arguments only")
-        return _FUNCTIONS[node.func.id](*(_eval(a) for a in node.args))
+        name, args = node.func.id, [_eval(a) for a in node.args]
+        rounding = name == "round" and len(args) == 2 and isinstance(args[1], int)
+        if rounding and abs(args[1]) > _MAX_ROUND_DIGITS:
+            raise CalculationError(f"round() to {args[1]} digits is out of range")
+        return _checked(_FUNCTIONS[name](*args))
     raise CalculationError(
         f"{ast.unparse(node)!r} is not allowed (numbers, + - * / // % ** and math functions)"
     )

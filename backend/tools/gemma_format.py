@@ -9,6 +9,7 @@ into the text before the first call and the calls; a call that cannot be parsed 
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,12 @@ RESPONSE_OPEN = "<|tool_response>"
 STRING_DELIM = '<|"|>'
 _NAME = re.compile(r"call:([A-Za-z_][\w.\-]*)")
 _BARE_END = re.compile(r"[,}\]]")
+_INTEGER = re.compile(r"-?\d+")
+_FLOAT = re.compile(r"-?(\d+\.\d*|\.\d+|\d+)([eE][-+]?\d+)?")
+MAX_DEPTH = 32
+"""Objects and arrays nested deeper than this are refused (the parser recurses once per level)."""
+MAX_DIGITS = 1000
+"""Longer numbers are refused: Python would not even convert one of 4,300 digits from text."""
 
 
 class MalformedCall(ValueError):
@@ -41,7 +48,7 @@ def parse_output(text: str) -> ParsedOutput:
     position = 0
     while (start := text.find(CALL_OPEN, position)) != -1:
         content.append(text[position:start])
-        end = text.find(CALL_CLOSE, start)
+        end = _call_end(text, start + len(CALL_OPEN))
         body_end = end if end != -1 else len(text)
         raw = text[start : body_end + (len(CALL_CLOSE) if end != -1 else 0)]
         body = text[start + len(CALL_OPEN) : body_end]
@@ -51,6 +58,20 @@ def parse_output(text: str) -> ParsedOutput:
         position = len(text) if end == -1 else end + len(CALL_CLOSE)
     content.append(text[position:])
     return ParsedOutput(clean_text("".join(content)), tuple(calls))
+
+
+def _call_end(text: str, i: int) -> int:
+    """Where the call that starts at ``i`` closes (-1: it does not); a ``<tool_call|>`` inside a
+    ``<|"|>`` string is text, not the end."""
+    while True:
+        close = text.find(CALL_CLOSE, i)
+        quote = text.find(STRING_DELIM, i)
+        if quote == -1 or close == -1 or close < quote:
+            return close
+        after = text.find(STRING_DELIM, quote + len(STRING_DELIM))
+        if after == -1:  # a string never closed: end at the marker, the parser says what is wrong
+            return close
+        i = after + len(STRING_DELIM)
 
 
 def clean_text(text: str) -> str:
@@ -98,7 +119,7 @@ def _skip(text: str, i: int) -> int:
     return i
 
 
-def _parse_value(text: str, i: int) -> tuple[Any, int]:
+def _parse_value(text: str, i: int, depth: int = 0) -> tuple[Any, int]:
     i = _skip(text, i)
     if i >= len(text):
         raise MalformedCall("a value is missing")
@@ -107,16 +128,18 @@ def _parse_value(text: str, i: int) -> tuple[Any, int]:
         if end == -1:
             raise MalformedCall("a string is not closed")
         return text[i + len(STRING_DELIM) : end], end + len(STRING_DELIM)
+    if text[i] in "{[" and depth >= MAX_DEPTH:
+        raise MalformedCall(f"the arguments are nested more than {MAX_DEPTH} levels deep")
     if text[i] == "{":
-        return _parse_object(text, i + 1)
+        return _parse_object(text, i + 1, depth + 1)
     if text[i] == "[":
-        return _parse_array(text, i + 1)
+        return _parse_array(text, i + 1, depth + 1)
     match = _BARE_END.search(text, i)
     end = match.start() if match else len(text)
     return _bare(text[i:end].strip()), end
 
 
-def _parse_object(text: str, i: int) -> tuple[dict[str, Any], int]:
+def _parse_object(text: str, i: int, depth: int) -> tuple[dict[str, Any], int]:
     result: dict[str, Any] = {}
     i = _skip(text, i)
     while True:
@@ -132,11 +155,11 @@ def _parse_object(text: str, i: int) -> tuple[dict[str, Any], int]:
             key = key[len(STRING_DELIM) : -len(STRING_DELIM)]
         if not key or any(c in key for c in "{}[],"):
             raise MalformedCall(f"bad key {key[:30]!r}")
-        result[key], i = _parse_value(text, colon + 1)
+        result[key], i = _parse_value(text, colon + 1, depth)
         i = _after_item(text, i, "}")
 
 
-def _parse_array(text: str, i: int) -> tuple[list[Any], int]:
+def _parse_array(text: str, i: int, depth: int) -> tuple[list[Any], int]:
     items: list[Any] = []
     i = _skip(text, i)
     while True:
@@ -144,7 +167,7 @@ def _parse_array(text: str, i: int) -> tuple[list[Any], int]:
             raise MalformedCall("an array is not closed with ]")
         if text[i] == "]":
             return items, i + 1
-        item, i = _parse_value(text, i)
+        item, i = _parse_value(text, i, depth)
         items.append(item)
         i = _after_item(text, i, "]")
 
@@ -167,14 +190,15 @@ def _bare(token: str) -> Any:
         raise MalformedCall("a value is empty")
     if any(c in token for c in ' \n\t:{[<"'):
         raise MalformedCall(f'{token[:30]!r} is not a value (strings go between <|"|> delimiters)')
-    try:
-        return int(token)
-    except ValueError:
-        pass
-    try:
-        return float(token)
-    except ValueError:
-        return token  # an unquoted word: kept as text, the schema decides whether it is acceptable
+    if _FLOAT.fullmatch(token):
+        digits = sum(c.isdigit() for c in token)
+        if digits > MAX_DIGITS:
+            raise MalformedCall(f"a number of {digits} digits is too long (at most {MAX_DIGITS})")
+        number = int(token) if _INTEGER.fullmatch(token) else float(token)
+        if isinstance(number, float) and not math.isfinite(number):
+            raise MalformedCall(f"{token[:30]} is out of range")
+        return number
+    return token  # an unquoted word: kept as text, the schema decides whether it is acceptable
 
 
 def format_value(value: Any) -> str:

@@ -22,6 +22,10 @@ from backend.tools.gemma_format import ParsedOutput, parse_output
 from backend.tools.runner import ToolRecord, ToolRunner
 from backend.tools.spec import ToolCall
 
+MAX_CALLS_PER_STEP = 16
+"""Calls past this many in one reply are recorded as skipped, not run (a reply of a thousand
+calls would otherwise run them all, and fill the next prompt with their responses)."""
+
 RequestBuilder = Callable[[list[ChatMessage], list[dict[str, Any]]], EngineRequest]
 """Turns the messages so far (and the tool declarations) into the next step's request."""
 
@@ -130,7 +134,7 @@ class ToolTurn:
             for c in parsed.calls
         ]
         self.transcript.append(ChatMessage("assistant", parsed.content, tool_calls=tuple(calls)))
-        for call in parsed.calls:
+        for position, call in enumerate(parsed.calls):
             index = len(self.records)
             yield ToolStarted(step, index, call)
             if self.cancelled:
@@ -139,6 +143,9 @@ class ToolTurn:
                 )
             elif skip:
                 message = f"not run: the step limit ({self.max_steps}) was reached"
+                record = ToolRecord(step, call.name, call.arguments, "skipped", message=message)
+            elif position >= MAX_CALLS_PER_STEP:
+                message = f"not run: more than {MAX_CALLS_PER_STEP} calls in one reply"
                 record = ToolRecord(step, call.name, call.arguments, "skipped", message=message)
             else:
                 record = await self._run_one(call, step)

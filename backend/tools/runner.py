@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from pydantic_core import to_jsonable_python
 
+from backend.messages import valid_utf8
 from backend.settings import ApprovalPolicy
 from backend.tools.registry import ToolRegistry
 from backend.tools.spec import Tool, ToolArgumentsError, ToolCall
@@ -176,14 +177,25 @@ class ToolRunner:
 
 
 def json_safe(value: Any) -> Any:
-    """``value`` as plain JSON data (pydantic's conversion); text if even that cannot be written."""
+    """``value`` as plain JSON data (pydantic's conversion) whose text is valid UTF-8 (a file name
+    that is not shows its bytes escaped); text if even that cannot be written."""
     try:
-        plain = to_jsonable_python(value)
+        plain = _utf8(to_jsonable_python(value))
         json.dumps(plain)
         return plain
     except (ValueError, TypeError, OverflowError):
         text = repr(value) if not isinstance(value, int) else f"<an integer of {value.bit_length()} bits>"
         return text[:2000]
+
+
+def _utf8(value: Any) -> Any:
+    if isinstance(value, str):
+        return valid_utf8(value)
+    if isinstance(value, list):
+        return [_utf8(v) for v in value]
+    if isinstance(value, dict):
+        return {valid_utf8(str(k)): _utf8(v) for k, v in value.items()}
+    return value
 
 
 def _in_daemon_thread(function: Callable[..., Any], arguments: dict[str, Any]) -> asyncio.Future[Any]:
