@@ -123,6 +123,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--requests", type=int, help="throughput: requests at once (default: 8 on CPU, 64 on a GPU)"
     )
     bench.add_argument("--max-tokens", type=int, default=32, help="tokens per request (default 32)")
+    bench.add_argument(
+        "--repetitions",
+        type=int,
+        default=3,
+        help="rounds of every workload on both paths, interleaved A B, B A, … (default 3; figures are "
+        "medians with their range, and a speed-up whose range reaches 1.0 is marked within noise)",
+    )
     bench.add_argument("--no-peer", action="store_true", help="skip transformers' generate")
     bench.add_argument(
         "--measure-speculation",

@@ -1,28 +1,69 @@
 """The bench machinery on the real engines (tiny checkpoint, small counts): every workload on both
-paths, the report's structure and JSON, and the parity computation. No timing assertions."""
+paths, interleaved and repeated, the report's structure and JSON, the parity computation, the
+spread arithmetic and the identical-paths report. No timing assertions."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from backend.bench.model_costs import model_costs
 from backend.bench.options import BenchOptions
-from backend.bench.report import BenchReport, PathRun, PeerRun, _parity
+from backend.bench.peer import PeerRun
+from backend.bench.report import BenchReport, PathRun, _parity
 from backend.bench.roofs import Roofs
-from backend.bench.session import run_workloads
-from backend.bench.workload_runs import RequestResult
+from backend.bench.rows import Row
+from backend.bench.session import path_configs, run_interleaved, same_configs, warm_up
+from backend.bench.workload_runs import RequestResult, WorkloadRun
 from backend.bench.workloads import load_workloads
+from backend.chat.compare import SAME_PATHS
 from backend.engine.metrics import TurnMetrics
 from backend.engine.model_source import ModelSource
+from backend.engine.protocol import EngineRequest, TurnEvent
 from backend.engine.vllm import VllmEngine
 from backend.settings import Settings
 
 OPTIONS = BenchOptions(
-    requests=3, single_requests=1, conversations=1, chat_turns=2, max_tokens=6, chat_max_tokens=4
+    requests=3,
+    single_requests=1,
+    conversations=1,
+    chat_turns=2,
+    max_tokens=6,
+    chat_max_tokens=4,
+    repetitions=2,
 )
+ROOFS = Roofs(flops_per_s=1e11, bytes_per_s=1e10, threads=1, dtype="float32", device="cpu")
+
+
+class Recording:
+    """An engine that notes the order requests reach it, then lets the real one answer."""
+
+    def __init__(self, name: str, engine: VllmEngine, seen: list[tuple[str, str]]) -> None:
+        self.name, self.engine, self.seen = name, engine, seen
+
+    def stream(self, request: EngineRequest) -> AsyncIterator[TurnEvent]:
+        self.seen.append((self.name, request.request_id))
+        return self.engine.stream(request)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.engine, name)
+
+
+def test_a_ratio_is_the_median_of_paired_repetitions_and_noise_is_flagged() -> None:
+    clear = Row("single", "decode tok/s", "tok/s", (100.0, 120.0, 80.0), (210.0, 230.0, 170.0))
+    assert clear.baseline == 100.0 and clear.optimized == 210.0
+    assert clear.ratio == pytest.approx(2.1) and clear.within_noise is False
+    assert clear.ratios.low == pytest.approx(170 / 80) or clear.ratios.low == pytest.approx(230 / 120)
+    noisy = Row("single", "decode tok/s", "tok/s", (100.0, 100.0, 100.0), (130.0, 90.0, 110.0))
+    assert noisy.within_noise is True
+    ttft = Row("single", "TTFT ms", "ms", (10.0, 12.0), (5.0, 6.0), higher_is_better=False)
+    assert ttft.ratio == pytest.approx(2.0) and ttft.within_noise is False
+    one = Row("single", "decode tok/s", "tok/s", (100.0,), (150.0,))
+    assert one.within_noise is None, "one repetition cannot tell noise from a result"
 
 
 def test_parity_finds_a_known_divergence() -> None:
@@ -36,6 +77,32 @@ def test_parity_finds_a_known_divergence() -> None:
     assert (diverged.index, diverged.token_a, diverged.token_b) == (2, 7, 9)
 
 
+def _run(path: str, tokens: tuple[int, ...], rate: float) -> WorkloadRun:
+    metrics = TurnMetrics(generated_tokens=len(tokens), decode_tokens_per_s=rate, ttft_s=0.01)
+    return WorkloadRun("single", path, (RequestResult("p", tokens, metrics),), 1.0)
+
+
+def test_identical_paths_report_that_nothing_applies(tiny_source: ModelSource) -> None:
+    """Where both paths would get the same arguments and environment, no ratio is printed."""
+    options = BenchOptions(workloads=("single",), repetitions=3, peer=False)
+    settings = Settings()
+    configs = path_configs(tiny_source, settings, options)
+    assert not same_configs(configs), "on the tiny checkpoint the optimized path drafts with MTP"
+    assert same_configs({"baseline": configs["baseline"], "optimized": configs["baseline"]})
+    runs = [_run("baseline", (1, 2, 3), rate) for rate in (100.0, 140.0, 120.0)]
+    paths = {"baseline": PathRun("baseline", {"single": runs}, {}, {})}
+    config = json.loads((tiny_source.path / "config.json").read_text())
+    costs = model_costs(config, "float32")
+    report = BenchReport.build(tiny_source, settings, options, ROOFS, costs, paths, None, same_paths=True)
+    markdown = report.to_markdown()
+    assert SAME_PATHS in markdown and "nothing applies" in markdown
+    assert "x (" not in markdown, "no speed-up ratio anywhere"
+    assert "| single | decode tok/s | — | 120 (100–140) | = baseline |" in markdown
+    doc = report.to_json()
+    assert doc["same_paths"] is True and doc["same_paths_message"] == SAME_PATHS
+    assert all(row["ratio"] is None for row in doc["rows"])
+
+
 @pytest.mark.engine
 async def test_bench_on_both_paths_builds_the_report(
     path_engines: tuple[VllmEngine, VllmEngine], tiny_source: ModelSource, tmp_path: Path
@@ -43,40 +110,59 @@ async def test_bench_on_both_paths_builds_the_report(
     baseline, optimized = path_engines
     workloads = load_workloads()
     stages: list[tuple[str, int, int]] = []
+    seen: list[tuple[str, str]] = []
 
     def progress(stage: str, done: int, total: int) -> None:
         stages.append((stage, done, total))
 
-    paths = {}
-    for name, engine in (("baseline", baseline), ("optimized", optimized)):
-        runs = await run_workloads(engine, name, OPTIONS, workloads, progress)
-        paths[name] = PathRun(name, runs, engine.config.engine_kwargs(), engine.config.env_values(), 1.0)
-    assert ("baseline: throughput", 3, 3) in stages and ("optimized: chat", 2, 2) in stages
+    engines = {
+        name: Recording(name, e, seen) for name, e in (("baseline", baseline), ("optimized", optimized))
+    }
+    for name, engine in engines.items():
+        await warm_up(engine, name, OPTIONS, workloads, progress)
+    runs = await run_interleaved(engines, OPTIONS, workloads, progress)
+    paths = {
+        name: PathRun(name, runs[name], engine.config.engine_kwargs(), engine.config.env_values())
+        for name, engine in (("baseline", baseline), ("optimized", optimized))
+    }
+    assert ("baseline: throughput", 6, 6) in stages and ("optimized: chat", 4, 4) in stages
+    measured = [(path, rid) for path, rid in seen if not rid.startswith("bench-warm-")]
+    assert len({(p, rid) for p, rid in measured}) == len(measured), "request ids unique per repetition"
+    blocks = [(path, rid.split("-")[1]) for path, rid in measured]
+    blocks = [b for i, b in enumerate(blocks) if i == 0 or blocks[i - 1] != b]
+    per_round = 2 * len(OPTIONS.workloads)
+    assert [rep for _, rep in blocks] == ["r0"] * per_round + ["r1"] * per_round, blocks
+    assert [path for path, _ in blocks[:per_round]] == ["baseline", "optimized"] * len(OPTIONS.workloads)
+    assert [path for path, _ in blocks[per_round:]] == ["optimized", "baseline"] * len(OPTIONS.workloads)
+    assert all(rid.startswith("bench-r0-") for _, rid in measured[: len(measured) // 2])
+    assert all(len(reps) == 2 for path in runs.values() for reps in path.values())
 
-    throughput = paths["optimized"].workloads["throughput"]
+    throughput = paths["optimized"].workloads["throughput"][1]
     assert len(throughput.requests) == 3
     assert all(len(r.token_ids) == 6 for r in throughput.requests), "ignore_eos: equal lengths"
-    chat = paths["baseline"].workloads["chat"]
+    chat = paths["baseline"].workloads["chat"][0]
     assert [r.turn for r in chat.requests] == [0, 1]
     assert chat.requests[1].metrics.prompt_tokens > chat.requests[0].metrics.prompt_tokens, "history grows"
-    media = paths["baseline"].workloads["media"]
+    media = paths["baseline"].workloads["media"][0]
     assert len(media.requests) == 2 and all(r.metrics.prompt_tokens > 60 for r in media.requests)
-    assert paths["optimized"].workloads["single"].acceptance is not None, "the MTP drafter drafted"
+    assert paths["optimized"].workloads["single"][0].acceptance is not None, "the MTP drafter drafted"
 
     config = json.loads((tiny_source.path / "config.json").read_text())
-    roofs = Roofs(flops_per_s=1e11, bytes_per_s=1e10, threads=1, dtype="float32", device="cpu")
     report = BenchReport.build(
-        tiny_source, Settings(), OPTIONS, roofs, model_costs(config, "float32"), paths, PeerRun("float32", 1)
+        tiny_source, Settings(), OPTIONS, ROOFS, model_costs(config, "float32"), paths, PeerRun("float32", 1)
     )
     for name in ("throughput", "single", "chat", "media"):
         parity = report.parity[name]
         assert parity.request_fraction == 1.0, f"{name}: float32 paths must match token for token"
+        per_rep = len(paths["baseline"].workloads[name][0].requests)
+        assert len(parity.results) == 2 * per_rep, "every repetition is compared"
     metrics = {(r.workload, r.metric.split(" (")[0]) for r in report.rows}
     assert ("throughput", "aggregate tok/s") in metrics and ("chat", "TTFT ms, later turns") in metrics
     assert all(r.ratio is None or r.ratio > 0 for r in report.rows)
 
+    assert all(len(r.baseline_runs) == 2 and len(r.optimized_runs) == 2 for r in report.rows)
     doc = json.loads(json.dumps(report.to_json()))
-    assert doc["schema_version"] == 1
+    assert doc["schema_version"] == 2 and doc["same_paths"] is False
     assert set(doc) >= {
         "meta",
         "roofs",
@@ -91,9 +177,12 @@ async def test_bench_on_both_paths_builds_the_report(
     assert doc["paths"]["optimized"]["engine_args"]["speculative_config"]
     row = doc["rows"][0]
     assert set(row) >= {"workload", "metric", "baseline", "optimized", "ratio", "transformers", "roof"}
-    assert doc["parity"]["chat"]["identical_requests"] == 2  # one conversation, two turns
+    assert set(row) >= {"baseline_runs", "optimized_runs", "ratio_low", "ratio_high", "within_noise"}
+    assert doc["parity"]["chat"]["identical_requests"] == 4  # one conversation, two turns, twice
 
     markdown = report.to_markdown()
     assert markdown.count("\n| ") >= len(report.rows) + 1
     assert "| throughput | aggregate tok/s (3 at once) |" in markdown
     assert "compute roof" in markdown and "bandwidth roof" in markdown
+    assert "2 repetition(s), interleaved" in markdown
+    assert "CPU flags:" in markdown and "median of the per-repetition ratios" in markdown

@@ -36,6 +36,9 @@ def run_bench_command(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    if args.repetitions < 1:
+        print("gemma-chat bench: --repetitions must be at least 1", file=sys.stderr)
+        return 2
     settings = settings_from_args(args)
     source, extra = bench_source(args)
     if args.measure_speculation:
@@ -46,6 +49,7 @@ def run_bench_command(args: argparse.Namespace) -> int:
         workloads=tuple(args.workload or WORKLOAD_NAMES),
         requests=args.requests or default_requests(),
         max_tokens=args.max_tokens,
+        repetitions=args.repetitions,
         peer=not args.no_peer,
         dummy_weights=args.dummy_weights,
         extra_args=extra,

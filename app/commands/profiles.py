@@ -46,6 +46,18 @@ def _source(settings: Settings) -> tuple[ModelSource, str | None]:
         return described_default_model(), note
 
 
+def _print_cpu_classes() -> None:
+    from backend.engine.cpu_classes import cpu_class, describe_classes
+    from backend.provenance import cpu_flags, hardware
+
+    flags = cpu_flags()
+    cpu = hardware().get("cpu", "this CPU")
+    print(f"cpu: {cpu} · flags: {' '.join(flags) or 'not known'} · class: {cpu_class(flags).name}")
+    print("what the optimized path adds, per CPU class (* = this machine):")
+    for line in describe_classes(flags):
+        print(line)
+
+
 def run_profiles(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     source, note = _source(settings)
@@ -56,6 +68,8 @@ def run_profiles(args: argparse.Namespace) -> int:
         print(f"note: {note}")
     print(f"drafter: {source.drafter or 'none (the optimized path uses ngram speculation)'}")
     print(f"platform: {'CUDA GPU' if on_gpu() else 'CPU'} (vLLM's {'CUDA' if on_gpu() else 'CPU'} build)")
+    if not on_gpu():
+        _print_cpu_classes()
     if args.measure:
         choice = measure_with_progress(source, settings.engine)
         print(f"speculation: {choice.describe()}")

@@ -37,15 +37,20 @@ class PeakMemory:
             self.sample()
 
     def sample(self) -> None:
-        me = psutil.Process(os.getpid())
-        total = 0
-        for process in [me, *me.children(recursive=True)]:
-            try:
-                total += process.memory_info().rss
-            except psutil.Error:
-                continue
-        self.peak_bytes = max(self.peak_bytes, total)
+        self.peak_bytes = max(self.peak_bytes, tree_rss())
 
     @property
     def peak_gib(self) -> float:
         return self.peak_bytes / 2**30
+
+
+def tree_rss() -> int:
+    """Resident bytes of this process and all its descendants, now."""
+    me = psutil.Process(os.getpid())
+    total = 0
+    for process in [me, *me.children(recursive=True)]:
+        try:
+            total += process.memory_info().rss
+        except psutil.Error:
+            continue
+    return total

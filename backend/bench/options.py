@@ -23,6 +23,8 @@ class BenchOptions:
     max_tokens: int = 32
     chat_max_tokens: int = 32
     media_per_kind: int = 1
+    repetitions: int = 3
+    """Rounds of every workload on every path, interleaved; figures are their medians."""
     peer: bool = True
     dummy_weights: bool = False
     roof_seconds: float = 1.0

@@ -178,3 +178,13 @@ def _timed_single(
     span = clock.times[-1] - clock.times[0]
     rate = (len(clock.times) - 1) / span if span > 0 else 0.0
     return ids, ttft, rate
+
+
+@dataclass
+class PeerRun:
+    """What the bench measured of transformers (one run: a reference, not a ratio)."""
+
+    dtype: str
+    threads: int
+    throughput: PeerResult | None = None
+    single: PeerSingleResult | None = None

@@ -1,61 +1,38 @@
-"""The bench's report: per workload, each path's figures, the speed-up, token parity (requests and
-positions identical, first divergence of each differing request), speculative acceptance, peak
-memory, the roofs — as JSON (everything) and as a Markdown table that pastes as is."""
+"""The bench's report: per workload, each path's figures (median and range over the repetitions),
+the speed-up (median of per-repetition ratios, its range, "within noise" where the range reaches
+1.0), token parity over every repetition (requests and positions identical, first divergence of
+each differing request), speculative acceptance, peak memory, the roofs — as JSON (everything)
+and as a Markdown table that pastes as is. Where both paths would start with identical
+arguments and environment only one is run and the report says so instead of a ratio."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from backend.bench.rows import Row, figure, num, rows_for
 from backend.bench.workload_runs import RequestResult, WorkloadRun
+from backend.chat.compare import SAME_PATHS
 from backend.chat.parity import ParityReport, compare_tokens
 
 if TYPE_CHECKING:
     from backend.bench.model_costs import ModelCosts
     from backend.bench.options import BenchOptions
-    from backend.bench.peer import PeerResult, PeerSingleResult
+    from backend.bench.peer import PeerRun
     from backend.bench.roofs import Roofs
     from backend.engine.model_source import ModelSource
     from backend.settings import Settings
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 @dataclass
 class PathRun:
     path: str
-    workloads: dict[str, WorkloadRun]
+    workloads: dict[str, list[WorkloadRun]]
+    """Per workload, one run per repetition, in the order they ran."""
     engine_args: dict[str, Any]
     env: dict[str, str]
-    peak_memory_gib: float
-
-
-@dataclass
-class PeerRun:
-    dtype: str
-    threads: int
-    throughput: PeerResult | None = None
-    single: PeerSingleResult | None = None
-
-
-@dataclass(frozen=True)
-class Row:
-    workload: str
-    metric: str
-    unit: str
-    baseline: float | None
-    optimized: float | None
-    higher_is_better: bool = True
-    transformers: float | None = None
-    roof: float | None = None
-    """The machine's ceiling for this figure (tokens/s), if one applies."""
-
-    @property
-    def ratio(self) -> float | None:
-        b, o = self.baseline, self.optimized
-        if not b or not o:
-            return None
-        return o / b if self.higher_is_better else b / o
 
 
 @dataclass
@@ -65,9 +42,13 @@ class BenchReport:
     parity: dict[str, ParityReport]
     peer_parity: dict[str, ParityReport]
     acceptance: dict[str, float | None]
-    memory_gib: dict[str, float]
+    memory_gib: float
+    """Peak resident memory of this process and its engines, all paths together."""
     roofs: dict[str, Any]
     paths: dict[str, PathRun] = field(repr=False, default_factory=dict)
+    same_paths: bool = False
+    """Both paths' engines would get identical arguments and environment: only one was run."""
+    schedule: str = "interleaved"
 
     @classmethod
     def build(
@@ -79,6 +60,10 @@ class BenchReport:
         costs: ModelCosts,
         paths: dict[str, PathRun],
         peer: PeerRun | None,
+        *,
+        memory_gib: float = 0.0,
+        same_paths: bool = False,
+        schedule: str = "interleaved",
     ) -> BenchReport:
         from backend.bench.roofs import bandwidth_roof_tokens_per_s, compute_roof_tokens_per_s
 
@@ -89,14 +74,14 @@ class BenchReport:
         parity: dict[str, ParityReport] = {}
         acceptance: dict[str, float | None] = {}
         for name in options.workloads:
-            b = base.workloads.get(name) if base else None
-            o = opt.workloads.get(name) if opt else None
-            rows.extend(_rows(name, b, o, peer, compute_roof, bandwidth_roof))
+            b = base.workloads.get(name, []) if base else []
+            o = opt.workloads.get(name, []) if opt else []
+            rows.extend(rows_for(name, b, o, peer, compute_roof, bandwidth_roof))
             if b and o:
-                parity[name] = _parity(b.requests, o.requests)
-            acceptance[name] = o.acceptance if o else None
+                parity[name] = _parity_over(b, o)
+            acceptance[name] = _acceptance(o)
         peer_parity = _peer_parity(base, peer)
-        meta = _meta(source, settings, options, costs)
+        meta = {**_meta(source, settings, options, costs), "schedule": schedule}
         roof_info = {
             **roofs.to_json(),
             "compute_roof_tokens_per_s": compute_roof,
@@ -104,15 +89,18 @@ class BenchReport:
             "flops_per_token": costs.flops_per_token,
             "weight_bytes_per_token": costs.weight_bytes_per_token,
         }
-        memory = {p: run.peak_memory_gib for p, run in paths.items()}
-        return cls(meta, rows, parity, peer_parity, acceptance, memory, roof_info, paths)
+        return cls(
+            meta, rows, parity, peer_parity, acceptance, memory_gib, roof_info, paths, same_paths, schedule
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
             "meta": self.meta,
             "roofs": self.roofs,
-            "rows": [{**asdict(r), "ratio": r.ratio} for r in self.rows],
+            "same_paths": self.same_paths,
+            "same_paths_message": SAME_PATHS if self.same_paths else None,
+            "rows": [r.to_json() for r in self.rows],
             "parity": {name: _parity_json(p) for name, p in self.parity.items()},
             "transformers_parity": {name: _parity_json(p) for name, p in self.peer_parity.items()},
             "speculative_acceptance": self.acceptance,
@@ -121,16 +109,20 @@ class BenchReport:
                 name: {
                     "engine_args": _plain(run.engine_args),
                     "env": run.env,
-                    "workloads": {w: _workload_json(r) for w, r in run.workloads.items()},
+                    "workloads": {w: [_workload_json(r) for r in reps] for w, reps in run.workloads.items()},
                 }
                 for name, run in self.paths.items()
             },
         }
 
     def to_markdown(self) -> str:
+        flags = " ".join(self.meta["machine"].get("cpu_flags") or []) or "not known"
+        reps = self.meta["options"]["repetitions"]
         lines = [
             f"**{self.meta['model']}** · {self.meta['dtype']} · {self.meta['hardware']} · "
-            f"roofs on {self.roofs['threads']} core(s) · vLLM {self.meta['versions'].get('vllm', '?')}",
+            f"CPU flags: {flags} · vLLM {self.meta['versions'].get('vllm', '?')}",
+            "",
+            self._method_line(reps),
             "",
             "| workload | metric | transformers | baseline | optimized | speed-up "
             "| parity (requests · positions) | spec acceptance | of roof |",
@@ -146,9 +138,10 @@ class BenchReport:
             accepted = self.acceptance.get(row.workload)
             best = row.optimized if row.optimized is not None else row.baseline
             of_roof = f"{best / row.roof:.0%}" if row.roof and best else ""
+            optimized = "= baseline" if self.same_paths else figure(row.optimized_runs)
             lines.append(
-                f"| {row.workload} | {row.metric} | {_num(row.transformers)} | {_num(row.baseline)} "
-                f"| {_num(row.optimized)} | {_ratio(row.ratio)} | {shown} "
+                f"| {row.workload} | {row.metric} | {num(row.transformers)} | {figure(row.baseline_runs)} "
+                f"| {optimized} | {self._speedup(row)} | {shown} "
                 f"| {'' if accepted is None else f'{accepted:.0%}'} | {of_roof} |"
             )
         lines += ["", self._footer()]
@@ -162,9 +155,31 @@ class BenchReport:
             lines += ["", "First divergences (baseline vs optimized):", *divergences]
         return "\n".join(lines) + "\n"
 
+    def _method_line(self, reps: int) -> str:
+        if self.same_paths:
+            return (
+                f"{SAME_PATHS} (identical engine arguments and environment): one engine ran, "
+                f"{reps} repetition(s); figures are medians (min–max)."
+            )
+        return (
+            f"{reps} repetition(s), {self.schedule}; figures are medians (min–max); speed-up is the "
+            "median of the per-repetition ratios (min–max), *within noise* where that range reaches 1.0."
+        )
+
+    def _speedup(self, row: Row) -> str:
+        if self.same_paths:
+            return "nothing applies"
+        ratios = row.ratios
+        if ratios.median is None:
+            return "—"
+        if len(ratios.values) < 2:
+            return f"{ratios.median:.2f}x (one run: noisy)"
+        noise = " *within noise*" if row.within_noise else ""
+        return f"{ratios.median:.2f}x ({ratios.low:.2f}–{ratios.high:.2f}){noise}"
+
     def _footer(self) -> str:
         r = self.roofs
-        memory = ", ".join(f"{p} {gib:.2f} GiB" for p, gib in self.memory_gib.items())
+        memory = f"{self.memory_gib:.2f} GiB (this process and every engine it ran)"
         peer = ", ".join(f"{w} {p.summary()}" for w, p in self.peer_parity.items())
         return (
             f"Roofs on {r['threads']} thread(s): {r['flops_per_s'] / 1e9:.0f} GFLOP/s "
@@ -182,80 +197,19 @@ def _matmul_label(roofs: dict[str, Any]) -> str:
     return f"{used} matmul: this CPU multiplies {roofs['dtype']} in {used}"
 
 
-def _rows(
-    name: str,
-    b: WorkloadRun | None,
-    o: WorkloadRun | None,
-    peer: PeerRun | None,
-    compute_roof: float,
-    bandwidth_roof: float,
-) -> list[Row]:
-    def mean(run: WorkloadRun | None, read: Any, turns: str = "all") -> float | None:
-        return run.mean(read, turns) if run else None
+def _parity_over(base: list[WorkloadRun], opt: list[WorkloadRun]) -> ParityReport:
+    """Every repetition's requests, baseline against optimized (ids name the repetition after the first)."""
+    results = []
+    for rep, (b, o) in enumerate(zip(base, opt, strict=False)):
+        for rid, result in _parity(b.requests, o.requests).results:
+            results.append((rid if rep == 0 else f"{rid} (repetition {rep + 1})", result))
+    return ParityReport(tuple(results))
 
-    def ttft_ms(r: RequestResult) -> float | None:
-        return r.metrics.ttft_s * 1000 if r.metrics.ttft_s is not None else None
 
-    def decode(r: RequestResult) -> float | None:
-        return r.metrics.decode_tokens_per_s
-
-    if name == "throughput":
-        pt = peer.throughput.tokens_per_s if peer and peer.throughput else None
-        agg = [run.aggregate_tokens_per_s if run else None for run in (b, o)]
-        requests = len(b.requests) if b else len(o.requests) if o else 0
-        return [
-            Row(
-                name, f"aggregate tok/s ({requests} at once)", "tok/s", agg[0], agg[1], True, pt, compute_roof
-            )
-        ]
-    if name == "single":
-        ps = peer.single if peer else None
-        return [
-            Row(
-                name,
-                "decode tok/s",
-                "tok/s",
-                mean(b, decode),
-                mean(o, decode),
-                True,
-                ps.mean_decode_tokens_per_s if ps else None,
-                bandwidth_roof,
-            ),
-            Row(
-                name,
-                "TTFT ms",
-                "ms",
-                mean(b, ttft_ms),
-                mean(o, ttft_ms),
-                False,
-                ps.mean_ttft_s * 1000 if ps else None,
-            ),
-        ]
-    if name == "chat":
-        total = [run.wall_s if run else None for run in (b, o)]
-        return [
-            Row(
-                name,
-                "TTFT ms, first turns",
-                "ms",
-                mean(b, ttft_ms, "first"),
-                mean(o, ttft_ms, "first"),
-                False,
-            ),
-            Row(
-                name,
-                "TTFT ms, later turns",
-                "ms",
-                mean(b, ttft_ms, "later"),
-                mean(o, ttft_ms, "later"),
-                False,
-            ),
-            Row(name, "total s", "s", total[0], total[1], False),
-        ]
-    return [
-        Row(name, "TTFT ms", "ms", mean(b, ttft_ms), mean(o, ttft_ms), False),
-        Row(name, "decode tok/s", "tok/s", mean(b, decode), mean(o, decode), True),
-    ]
+def _acceptance(runs: list[WorkloadRun]) -> float | None:
+    drafted = sum(r.metrics.drafted_tokens or 0 for run in runs for r in run.requests)
+    accepted = sum(r.metrics.accepted_tokens or 0 for run in runs for r in run.requests)
+    return accepted / drafted if drafted else None
 
 
 def _parity(base: tuple[RequestResult, ...], opt: tuple[RequestResult, ...]) -> ParityReport:
@@ -270,9 +224,10 @@ def _peer_parity(base: PathRun | None, peer: PeerRun | None) -> dict[str, Parity
         return {}
     out: dict[str, ParityReport] = {}
     for name, result in (("throughput", peer.throughput), ("single", peer.single)):
-        run = base.workloads.get(name)
-        if run is None or result is None:
+        runs = base.workloads.get(name)
+        if not runs or result is None:
             continue
+        run = runs[0]
         pairs = zip(run.requests, result.token_ids, strict=False)
         out[name] = ParityReport(tuple((r.id, compare_tokens(r.token_ids, ids)) for r, ids in pairs))
     return out
@@ -336,13 +291,3 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
     return value if isinstance(value, str | int | float | bool | type(None)) else str(value)
-
-
-def _num(value: float | None) -> str:
-    if value is None:
-        return "—"
-    return f"{value:,.0f}" if value >= 100 else f"{value:.1f}" if value >= 10 else f"{value:.2f}"
-
-
-def _ratio(value: float | None) -> str:
-    return "—" if value is None else f"{value:.2f}x"

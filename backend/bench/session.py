@@ -1,9 +1,14 @@
 """``gemma-chat bench``: both engine paths (and transformers' ``generate``) on the same workloads,
-one path at a time, with the parity verdict beside every speed-up.
+interleaved and repeated, with the parity verdict beside every speed-up.
 
-Order: measure the machine's roofs, then for each path start its engine, warm it up (not
-measured), run every chosen workload, record peak memory, shut it down; then the peer. The
-report compares them request by request (tokens) and workload by workload (figures).
+Order: measure the machine's roofs; start every path's engine and warm each up (not measured);
+then ``repetitions`` times, each workload on each path back to back, the order alternating
+(A B, B A, A B, …) so that drift on the machine falls on both paths alike. An idle engine
+spends no CPU, so both stay up; where the machine's free memory cannot hold a second engine
+the paths run one after the other instead (and the report says so). Where both paths would
+get identical engine arguments and environment only one engine runs: the report says that
+nothing applies instead of measuring noise. Then the peer. The report compares the paths
+request by request (tokens, every repetition) and workload by workload (figures).
 """
 
 from __future__ import annotations
@@ -11,16 +16,21 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from backend.bench.memory import PeakMemory
+import psutil
+
+from backend.bench.memory import PeakMemory, tree_rss
 from backend.bench.options import BenchOptions, Progress
-from backend.bench.report import BenchReport, PathRun, PeerRun
+from backend.bench.peer import PeerRun
+from backend.bench.report import BenchReport, PathRun
 from backend.bench.workload_runs import BenchPrompt, WorkloadRun, run_chat, run_sequential, run_throughput
 from backend.bench.workloads import Workloads, load_workloads
 from backend.engine.model_source import ModelSource
-from backend.engine.profiles import EngineProfile, engine_config
+from backend.engine.profiles import EngineConfig, EngineProfile, engine_config
+from backend.engine.protocol import Engine
 from backend.engine.vllm import VllmEngine
 from backend.messages import ChatMessage
 from backend.settings import Settings
@@ -61,91 +71,163 @@ def prompt_sets(workloads: Workloads, options: BenchOptions) -> dict[str, list[B
     return {"throughput": unique, "single": single, "media": media}
 
 
-async def run_path(
-    path: str,
+Runs = dict[str, dict[str, list[WorkloadRun]]]
+"""Per path, per workload: one run per repetition."""
+SECOND_ENGINE_HEADROOM = 1.5
+"""Interleave only if free memory holds the first engine's footprint this many times over."""
+
+
+def path_configs(source: ModelSource, settings: Settings, options: BenchOptions) -> dict[str, EngineConfig]:
+    configs = {}
+    for path in options.paths:
+        config = engine_config(EngineProfile.named(path), source, settings.engine)
+        if options.extra_args:
+            config = replace(config, args={**config.args, **options.extra_args})
+        configs[path] = config
+    return configs
+
+
+def same_configs(configs: dict[str, EngineConfig]) -> bool:
+    """Every path starts its engine with identical arguments and environment."""
+    shown = {(repr(c.engine_kwargs()), repr(sorted(c.env_values().items()))) for c in configs.values()}
+    return len(configs) > 1 and len(shown) == 1
+
+
+async def measure_paths(
     source: ModelSource,
-    settings: Settings,
+    configs: dict[str, EngineConfig],
     options: BenchOptions,
     workloads: Workloads,
     progress: Progress,
     log_dir: Any,
-) -> PathRun:
-    """Start the path's engine, measure it, shut it down (one path at a time: no shared cores)."""
-    config = engine_config(EngineProfile.named(path), source, settings.engine)
-    if options.extra_args:
-        config = replace(config, args={**config.args, **options.extra_args})
-    engine = VllmEngine(source, config, log_path=log_dir / f"bench-{path}.log")
-    with PeakMemory() as memory:
-        progress(f"{path}: starting the engine", 0, 1)
-        await engine.start()
-        try:
-            progress(f"{path}: starting the engine", 1, 1)
-            runs = await run_workloads(engine, path, options, workloads, progress)
-        finally:
+) -> tuple[Runs, str]:
+    """Start, warm and measure every path's engine; the runs and how they were scheduled."""
+    engines: dict[str, VllmEngine] = {}
+    runs: Runs = {}
+    try:
+        names = list(configs)
+        footprint = tree_rss()
+        engines[names[0]] = await _start(names[0], source, configs[names[0]], progress, log_dir)
+        footprint = tree_rss() - footprint
+        room = psutil.virtual_memory().available
+        if len(names) == 1 or room > SECOND_ENGINE_HEADROOM * footprint:
+            for name in names[1:]:
+                engines[name] = await _start(name, source, configs[name], progress, log_dir)
+            for name in names:
+                await warm_up(engines[name], name, options, workloads, progress)
+            runs = await run_interleaved(engines, options, workloads, progress)
+            return runs, "interleaved (A B, B A, …)"
+        for name in names:
+            if name not in engines:
+                engines[name] = await _start(name, source, configs[name], progress, log_dir)
+            await warm_up(engines[name], name, options, workloads, progress)
+            runs.update(await run_interleaved({name: engines[name]}, options, workloads, progress))
+            await engines.pop(name).shutdown()
+        schedule = (
+            f"one path after the other: {room / 2**30:.1f} GiB free could not hold a second engine "
+            f"of {footprint / 2**30:.1f} GiB"
+        )
+        return runs, schedule
+    finally:
+        for engine in engines.values():
             await engine.shutdown()
-    return PathRun(path, runs, config.engine_kwargs(), config.env_values(), memory.peak_gib)
 
 
-async def run_workloads(
-    engine: VllmEngine, path: str, options: BenchOptions, workloads: Workloads, progress: Progress
-) -> dict[str, WorkloadRun]:
-    """Warm-up (not measured), then each chosen workload on a started engine."""
+async def _start(
+    path: str, source: ModelSource, config: EngineConfig, progress: Progress, log_dir: Any
+) -> VllmEngine:
+    engine = VllmEngine(source, config, log_path=log_dir / f"bench-{path}.log")
+    progress(f"{path}: starting the engine", 0, 1)
+    await engine.start()
+    progress(f"{path}: starting the engine", 1, 1)
+    return engine
+
+
+async def run_interleaved(
+    engines: Mapping[str, Engine], options: BenchOptions, workloads: Workloads, progress: Progress
+) -> Runs:
+    """``options.repetitions`` rounds; in each, every workload on every path back to back, the
+    paths' order reversed every other round. The engines must be started and warmed up."""
     sets = prompt_sets(workloads, options)
-    await _warm_up(engine, sets, options, progress, path)
-    return {
-        name: await _run_workload(engine, path, name, sets, workloads, options, progress)
-        for name in options.workloads
-    }
+    names = list(engines)
+    runs: Runs = {name: {w: [] for w in options.workloads} for name in names}
+    counters = _Counters(progress, sets, workloads, options)
+    for rep in range(options.repetitions):
+        order = names if rep % 2 == 0 else names[::-1]
+        for workload in options.workloads:
+            for name in order:
+                tick = counters.ticker(f"{name}: {workload}", workload)
+                run = await _run_workload(engines[name], name, workload, sets, workloads, options, tick, rep)
+                runs[name][workload].append(run)
+    return runs
 
 
-async def _warm_up(
-    engine: VllmEngine,
-    sets: dict[str, list[BenchPrompt]],
-    options: BenchOptions,
-    progress: Progress,
-    path: str,
+class _Counters:
+    """Progress per ``path: workload`` stage, counted over all repetitions."""
+
+    def __init__(
+        self,
+        progress: Progress,
+        sets: dict[str, list[BenchPrompt]],
+        workloads: Workloads,
+        options: BenchOptions,
+    ) -> None:
+        self.progress, self.sets, self.workloads, self.options = progress, sets, workloads, options
+        self.done: dict[str, int] = {}
+
+    def ticker(self, stage: str, workload: str) -> Callable[[], None]:
+        total = _requests_in(workload, self.sets, self.workloads, self.options) * self.options.repetitions
+        self.done.setdefault(stage, 0)
+        self.progress(stage, self.done[stage], total)
+
+        def tick() -> None:
+            self.done[stage] += 1
+            self.progress(stage, self.done[stage], total)
+
+        return tick
+
+
+def _requests_in(
+    name: str, sets: dict[str, list[BenchPrompt]], workloads: Workloads, options: BenchOptions
+) -> int:
+    if name == "chat":
+        return sum(len(c.turns[: options.chat_turns]) for c in workloads.chat[: options.conversations])
+    return len(sets[name])
+
+
+async def warm_up(
+    engine: Engine, path: str, options: BenchOptions, workloads: Workloads, progress: Progress
 ) -> None:
     """Not measured: the first requests pay one-time costs (allocation, lazy compilation, caches)."""
+    sets = prompt_sets(workloads, options)
     progress(f"{path}: warm-up", 0, 1)
     noop = lambda: None  # noqa: E731
-    warm = [replace(p, id=f"warm-{p.id}") for p in sets["throughput"][: min(4, options.requests)]]
-    await run_throughput(engine, "warm-up", warm, 8, noop)
+    warm = sets["throughput"][: min(4, options.requests)]
+    await run_throughput(engine, "warm-up", warm, 8, noop, tag="warm-")
     if "media" in options.workloads and sets["media"]:
-        await run_sequential(
-            engine, "warm-up", "media", [replace(sets["media"][0], id="warm-media")], 4, noop
-        )
+        await run_sequential(engine, "warm-up", "media", sets["media"][:1], 4, noop, tag="warm-")
     progress(f"{path}: warm-up", 1, 1)
 
 
 async def _run_workload(
-    engine: VllmEngine,
+    engine: Engine,
     path: str,
     name: str,
     sets: dict[str, list[BenchPrompt]],
     workloads: Workloads,
     options: BenchOptions,
-    progress: Progress,
+    tick: Callable[[], None],
+    rep: int,
 ) -> WorkloadRun:
-    stage = f"{path}: {name}"
+    tag = f"r{rep}-"
+    if name == "throughput":
+        return await run_throughput(engine, path, sets[name], options.max_tokens, tick, tag)
     if name == "chat":
         conversations = [
             (c.id, c.turns[: options.chat_turns]) for c in workloads.chat[: options.conversations]
         ]
-        total = sum(len(turns) for _, turns in conversations)
-    else:
-        total = len(sets[name])
-    done = [0]
-
-    def tick() -> None:
-        done[0] += 1
-        progress(stage, done[0], total)
-
-    progress(stage, 0, total)
-    if name == "throughput":
-        return await run_throughput(engine, path, sets[name], options.max_tokens, tick)
-    if name == "chat":
-        return await run_chat(engine, path, conversations, options.chat_max_tokens, tick)
-    return await run_sequential(engine, path, name, sets[name], options.max_tokens, tick)
+        return await run_chat(engine, path, conversations, options.chat_max_tokens, tick, tag)
+    return await run_sequential(engine, path, name, sets[name], options.max_tokens, tick, tag)
 
 
 def run_peer(
@@ -194,8 +276,8 @@ async def run_bench(
     from backend.bench.roofs import measure_roofs
 
     workloads = load_workloads()
-    config = json.loads((source.path / "config.json").read_text())
-    dtype = bench_dtype(settings, config)
+    model_config = json.loads((source.path / "config.json").read_text())
+    dtype = bench_dtype(settings, model_config)
     threads = model_threads(settings, source)
     progress("measuring this machine's roofs", 0, 1)
     from backend.engine.platform import on_gpu
@@ -203,12 +285,30 @@ async def run_bench(
     device = "cuda" if on_gpu() else "cpu"
     roofs = await asyncio.to_thread(measure_roofs, dtype, threads, device, options.roof_seconds)
     progress("measuring this machine's roofs", 1, 1)
-    paths: dict[str, PathRun] = {}
-    for path in options.paths:
-        paths[path] = await run_path(path, source, settings, options, workloads, progress, log_dir)
+    configs = path_configs(source, settings, options)
+    same = same_configs(configs)
+    measured = dict(list(configs.items())[:1]) if same else configs
+    with PeakMemory() as memory:
+        runs, schedule = await measure_paths(source, measured, options, workloads, progress, log_dir)
+    paths = {
+        name: PathRun(name, runs[name], config.engine_kwargs(), config.env_values())
+        for name, config in measured.items()
+    }
     rendered = _rendered_prompts(source, workloads, options)
     peer = await asyncio.to_thread(run_peer, source, settings, options, rendered, progress, dtype)
-    return BenchReport.build(source, settings, options, roofs, model_costs(config, dtype), paths, peer)
+    costs = model_costs(model_config, dtype)
+    return BenchReport.build(
+        source,
+        settings,
+        options,
+        roofs,
+        costs,
+        paths,
+        peer,
+        memory_gib=memory.peak_gib,
+        same_paths=same,
+        schedule=schedule,
+    )
 
 
 def _rendered_prompts(

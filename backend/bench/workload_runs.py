@@ -72,57 +72,71 @@ class BenchPrompt:
     multi_modal_data: dict[str, Any] = field(default_factory=dict)
 
 
-def request_for(engine: Engine, prompt: BenchPrompt, max_tokens: int, *, ignore_eos: bool) -> EngineRequest:
+def request_for(
+    engine: Engine, prompt: BenchPrompt, max_tokens: int, *, ignore_eos: bool, tag: str = ""
+) -> EngineRequest:
+    """``tag`` (the repetition) keeps request ids unique over a whole bench run."""
     rendered = engine.render(list(prompt.messages))
     return EngineRequest(
-        request_id=f"bench-{prompt.id}",
+        request_id=f"bench-{tag}{prompt.id}",
         prompt=rendered.text,
         multi_modal_data=prompt.multi_modal_data,
         sampling=SamplingSettings(max_tokens=max_tokens, temperature=0.0, seed=0, ignore_eos=ignore_eos),
     )
 
 
-async def collect(engine: Engine, request: EngineRequest, turn: int = 0) -> RequestResult:
+async def collect(engine: Engine, request: EngineRequest, prompt_id: str, turn: int = 0) -> RequestResult:
     final: TurnEvent | None = None
     async for event in engine.stream(request):
         final = event
     if not isinstance(final, Finished):
         message = final.message if isinstance(final, Failed) else "the request did not finish"
         raise BenchRequestFailed(f"Benchmark request {request.request_id} failed: {message}")
-    rid = request.request_id.removeprefix("bench-")
-    return RequestResult(rid, final.token_ids, final.metrics, final.text, turn)
+    return RequestResult(prompt_id, final.token_ids, final.metrics, final.text, turn)
 
 
 async def run_throughput(
-    engine: Engine, path: str, prompts: Sequence[BenchPrompt], max_tokens: int, tick: Tick
+    engine: Engine, path: str, prompts: Sequence[BenchPrompt], max_tokens: int, tick: Tick, tag: str = ""
 ) -> WorkloadRun:
     """All requests submitted at once: aggregate output tokens per second of wall time."""
-    requests = [request_for(engine, p, max_tokens, ignore_eos=True) for p in prompts]
+    requests = [(p.id, request_for(engine, p, max_tokens, ignore_eos=True, tag=tag)) for p in prompts]
 
-    async def one(request: EngineRequest) -> RequestResult:
-        result = await collect(engine, request)
+    async def one(prompt_id: str, request: EngineRequest) -> RequestResult:
+        result = await collect(engine, request, prompt_id)
         tick()
         return result
 
     started = time.perf_counter()
-    results = await asyncio.gather(*(one(r) for r in requests))
+    results = await asyncio.gather(*(one(pid, r) for pid, r in requests))
     return WorkloadRun("throughput", path, tuple(results), time.perf_counter() - started)
 
 
 async def run_sequential(
-    engine: Engine, path: str, workload: str, prompts: Sequence[BenchPrompt], max_tokens: int, tick: Tick
+    engine: Engine,
+    path: str,
+    workload: str,
+    prompts: Sequence[BenchPrompt],
+    max_tokens: int,
+    tick: Tick,
+    tag: str = "",
 ) -> WorkloadRun:
     """One request at a time (``single`` and ``media``): decode rate and time to first token."""
     results = []
     started = time.perf_counter()
     for prompt in prompts:
-        results.append(await collect(engine, request_for(engine, prompt, max_tokens, ignore_eos=True)))
+        request = request_for(engine, prompt, max_tokens, ignore_eos=True, tag=tag)
+        results.append(await collect(engine, request, prompt.id))
         tick()
     return WorkloadRun(workload, path, tuple(results), time.perf_counter() - started)
 
 
 async def run_chat(
-    engine: Engine, path: str, conversations: Sequence[tuple[str, Sequence[str]]], max_tokens: int, tick: Tick
+    engine: Engine,
+    path: str,
+    conversations: Sequence[tuple[str, Sequence[str]]],
+    max_tokens: int,
+    tick: Tick,
+    tag: str = "",
 ) -> WorkloadRun:
     """Conversations replayed turn by turn, each prompt holding the history so far."""
     results = []
@@ -132,7 +146,8 @@ async def run_chat(
         for index, text in enumerate(turns):
             history.append(ChatMessage("user", text))
             prompt = BenchPrompt(f"{conversation_id}/{index + 1}", tuple(history))
-            result = await collect(engine, request_for(engine, prompt, max_tokens, ignore_eos=False), index)
+            request = request_for(engine, prompt, max_tokens, ignore_eos=False, tag=tag)
+            result = await collect(engine, request, prompt.id, index)
             history.append(ChatMessage("assistant", clean_text(result.text)))
             results.append(result)
             tick()

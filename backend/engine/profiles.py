@@ -141,8 +141,9 @@ def _optimized_speculation(
             "speculation not measured for this model here: `gemma-chat profiles --measure` picks it",
         )
     return None, (
-        "no speculation until measured: on a CPU a verifying step costs about three plain steps, so "
-        "drafts pay only with a drafter this model agrees with; `gemma-chat profiles --measure` finds out",
+        "no speculation until measured: on a CPU a verifying step costs more than a plain one (how "
+        "much depends on the model and the CPU), so drafts pay only where the drafter is cheap and "
+        "accepted often; `gemma-chat profiles --measure` measures each candidate here",
     )
 
 

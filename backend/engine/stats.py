@@ -1,4 +1,6 @@
-"""Engine-wide figures from vLLM's stat-logger hook: KV cache use and speculative totals.
+"""Engine-wide figures from vLLM's stat-logger hook: KV cache use, speculative totals, and (where
+the engine runs with ``enable_logging_iteration_details``, as the speculation probe's do) one
+record per engine step: what it scheduled and how long the engine core spent on it.
 
 ``EngineStats`` is a plain value holder; ``stat_logger_factory(stats)`` returns the factory
 vLLM's ``AsyncLLM`` takes (``stat_loggers=[...]``), whose logger fills it on every step.
@@ -7,8 +9,26 @@ vLLM is imported only when the factory is called (at engine start).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 from typing import Any
+
+MAX_STEPS_KEPT = 100_000
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One engine iteration as vLLM's engine core reports it."""
+
+    context_requests: int
+    generation_requests: int
+    generation_tokens: int
+    """Tokens scheduled for requests past their prefill: 1 + drafts each."""
+    elapsed_ms: float
+
+    @property
+    def is_decode(self) -> bool:
+        return self.context_requests == 0 and self.generation_requests > 0
 
 
 @dataclass
@@ -19,6 +39,7 @@ class EngineStats:
     drafted_tokens: int = 0
     accepted_tokens: int = 0
     draft_steps: int = 0
+    steps: deque[StepRecord] = field(default_factory=lambda: deque(maxlen=MAX_STEPS_KEPT))
 
     @property
     def acceptance_rate(self) -> float | None:
@@ -34,6 +55,16 @@ class EngineStats:
             self.drafted_tokens += int(spec.num_draft_tokens)
             self.accepted_tokens += int(spec.num_accepted_tokens)
             self.draft_steps += int(spec.num_drafts)
+        details = getattr(scheduler_stats, "iteration_details", None)
+        if details is not None and not details.is_dummy:
+            self.steps.append(
+                StepRecord(
+                    int(details.num_ctx_requests),
+                    int(details.num_generation_requests),
+                    int(details.num_generation_tokens),
+                    float(details.elapsed_ms),
+                )
+            )
 
 
 def stat_logger_factory(stats: EngineStats) -> Any:

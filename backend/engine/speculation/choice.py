@@ -1,22 +1,27 @@
 """Choosing the optimized path's speculation by measurement: MTP drafter, ngram, or none, and how many drafts.
 
-``gemma-chat profiles --measure`` (and ``bench --measure-speculation``) decode a few prompts
-one at a time on three engines of this model on this machine: no speculation, the MTP
-drafter and ngram prompt lookup, each drafting ``PROBE_DRAFTS`` tokens per step. From each
-speculative run's acceptance histogram (how many drafts each step accepted) the tokens per
-step for any smaller k follow exactly — the first k drafts are the same whatever the
-maximum; the step time follows ``step_time_model``. The choice with the highest predicted
-decode rate wins; speculation must beat no speculation by ``MIN_GAIN`` or the optimized
-path does without it. The result is kept per model, dtype and machine, and the ``optimized``
-profile uses it from then on.
+``gemma-chat profiles --measure`` (and ``bench --measure-speculation``) start one engine of this
+model per candidate — no speculation, the MTP drafter with 1 to ``PROBE_DRAFTS`` drafts, and
+ngram prompt lookup with ``PROBE_DRAFTS`` — and decode the same prompts one at a time on each,
+the candidates taking turns prompt by prompt (so drift on the machine falls on all alike). Each
+candidate's decode rate is measured directly; nothing is predicted from a model of step cost.
+Beside the rates the probe keeps what explains them, from the engine's own per-iteration
+records: every decode step (vLLM's acceptance histogram counts only the steps that carried
+drafts; with ngram most carry none), the tokens they yielded and their median duration.
+
+A candidate wins if the median of its per-prompt ratios to no speculation is the highest, is at
+least ``MIN_GAIN``, and every prompt agrees (the lowest ratio above 1.0); otherwise the optimized
+path does without speculation. The result is kept per model, dtype, vLLM, CPU features, cores and
+engine environment, and the ``optimized`` profile uses it from then on.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import platform
-from collections.abc import Callable
+import statistics
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,25 +35,63 @@ if TYPE_CHECKING:
 PROBE_DRAFTS = 4
 MIN_GAIN = 1.05
 CHOICES_FILE = "speculation-choices.json"
+KEYED_ENV = (
+    "VLLM_ENABLE_V1_MULTIPROCESSING",
+    "VLLM_CPU_NUM_OF_RESERVED_CPU",
+    "VLLM_CPU_OMP_THREADS_BIND",
+    "OMP_NUM_THREADS",
+)
+"""Environment that changes how the engine runs, hence which speculation pays."""
 
 
 @dataclass(frozen=True)
 class ProbeRun:
-    """One probe engine's figures over the probe prompts."""
+    """One candidate's figures over the probe prompts."""
 
     method: str
     drafts: int
-    decode_tokens_per_s: float
+    rates: tuple[float, ...]
+    """Decode tokens/s of each probe prompt, in prompt order (paired with the other candidates')."""
     histogram: tuple[int, ...] = ()
-    """Steps that accepted 0, 1, ... drafts (empty without speculation)."""
+    """Drafted steps that accepted 0, 1, ... drafts (empty without speculation)."""
+    decode_steps: int = 0
+    """Every decode step the engine took, drafted or not (from its iteration records)."""
+    decode_tokens: int = 0
+    """Tokens those steps yielded."""
+    step_ms: float | None = None
+    """Median engine-core time of one decode step."""
 
-    def step_time_s(self) -> float:
-        return tokens_per_step(self.histogram, self.drafts) / self.decode_tokens_per_s
+    @property
+    def decode_tokens_per_s(self) -> float:
+        return statistics.median(self.rates) if self.rates else 0.0
+
+    @property
+    def undrafted_steps(self) -> int:
+        return max(0, self.decode_steps - sum(self.histogram))
+
+    def tokens_per_step(self, drafts: int | None = None) -> float:
+        """Mean tokens a step yields, counting undrafted steps (1 token each)."""
+        k = self.drafts if drafts is None else drafts
+        return tokens_per_step(self.histogram, k, self.undrafted_steps)
 
     def position_acceptance(self) -> list[float]:
-        """For each draft position, the share of steps that accepted at least that many drafts."""
+        """For each draft position, the share of drafted steps that accepted at least that many."""
         steps = sum(self.histogram)
         return [sum(self.histogram[j:]) / steps if steps else 0.0 for j in range(1, self.drafts + 1)]
+
+    def label(self) -> str:
+        return "none" if self.method == "none" else f"{self.method}@{self.drafts}"
+
+    def describe(self) -> str:
+        step = f", {self.step_ms:.1f} ms/step" if self.step_ms is not None else ""
+        if self.method == "none":
+            return f"none {self.decode_tokens_per_s:.0f} tok/s{step}"
+        rates = "/".join(f"{rate:.0%}" for rate in self.position_acceptance())
+        drafted = f"{sum(self.histogram)}/{self.decode_steps} steps drafted, " if self.decode_steps else ""
+        return (
+            f"{self.label()} {self.decode_tokens_per_s:.0f} tok/s{step}, "
+            f"{drafted}{self.tokens_per_step():.2f} tokens/step (accepted {rates})"
+        )
 
 
 @dataclass(frozen=True)
@@ -56,74 +99,81 @@ class SpeculationChoice:
     method: str
     """``mtp``, ``ngram`` or ``none``."""
     drafts: int
-    predicted_speedup: float
+    speedup: float
+    """Median over the probe prompts of the winner's decode rate over no speculation's."""
+    speedup_low: float
+    speedup_high: float
     runs: tuple[ProbeRun, ...]
 
     def describe(self) -> str:
-        figures = []
-        for run in self.runs:
-            if run.method == "none":
-                figures.append(f"none {run.decode_tokens_per_s:.0f} tok/s")
-            else:
-                rates = "/".join(f"{rate:.0%}" for rate in run.position_acceptance())
-                figures.append(
-                    f"{run.method}@{run.drafts} {run.decode_tokens_per_s:.0f} tok/s (accepted {rates})"
-                )
-        pick = "none" if self.method == "none" else f"{self.method} with {self.drafts} drafts"
-        return f"measured: {pick}, predicted {self.predicted_speedup:.2f}x one request ({'; '.join(figures)})"
+        figures = "; ".join(run.describe() for run in self.runs)
+        if self.method == "none":
+            return f"measured: none — no speculation beat plain decoding on every prompt ({figures})"
+        return (
+            f"measured: {self.method} with {self.drafts} drafts, {self.speedup:.2f}x one request "
+            f"({self.speedup_low:.2f}–{self.speedup_high:.2f} over the prompts) ({figures})"
+        )
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> SpeculationChoice:
-        runs = tuple(ProbeRun(**{**run, "histogram": tuple(run["histogram"])}) for run in doc["runs"])
-        return cls(doc["method"], int(doc["drafts"]), float(doc["predicted_speedup"]), runs)
+        runs = tuple(
+            ProbeRun(**{**run, "rates": tuple(run["rates"]), "histogram": tuple(run["histogram"])})
+            for run in doc["runs"]
+        )
+        return cls(
+            doc["method"],
+            int(doc["drafts"]),
+            float(doc["speedup"]),
+            float(doc["speedup_low"]),
+            float(doc["speedup_high"]),
+            runs,
+        )
 
 
-def tokens_per_step(histogram: tuple[int, ...], drafts: int) -> float:
-    """Mean tokens a step yields with ``drafts`` drafts, from a histogram measured with at least as many."""
-    steps = sum(histogram)
+def tokens_per_step(histogram: tuple[int, ...], drafts: int, undrafted: int = 0) -> float:
+    """Mean tokens a step yields with ``drafts`` drafts, from a histogram measured with at least as
+    many; ``undrafted`` steps (no draft to verify: ngram found no match) yield one token each."""
+    steps = sum(histogram) + undrafted
     if not steps or drafts == 0:
         return 1.0
     return 1 + sum(min(j, drafts) * count for j, count in enumerate(histogram)) / steps
 
 
-def step_time_model(runs: list[ProbeRun]) -> Callable[[ProbeRun, int], float]:
-    """Seconds per speculative step with ``k`` drafts, from the probe runs.
-
-    On vLLM's CPU build a verifying step costs a large fixed amount more than a plain one,
-    nearly whatever the number of drafts, so the step is modelled as verify + k x draft pass:
-    ngram drafts for free, so its measured step is the verify cost; the MTP run's extra time
-    over it, per draft, is the drafter's pass. With one speculative run only, its measured step
-    time stands for every k (the fixed cost dominates).
-    """
-    by_method = {run.method: run for run in runs}
-    ngram, mtp = by_method.get("ngram"), by_method.get("mtp")
-    if ngram is None or mtp is None:
-        return lambda run, k: run.step_time_s()
-    verify = ngram.step_time_s()
-    draft_pass = max(0.0, (mtp.step_time_s() - verify) / mtp.drafts)
-    return lambda run, k: verify + (k * draft_pass if run.method == "mtp" else 0.0)
+def paired_speedups(plain: ProbeRun, run: ProbeRun) -> list[float]:
+    """Per probe prompt: the candidate's decode rate over no speculation's."""
+    return [r / p for p, r in zip(plain.rates, run.rates, strict=False) if p > 0 and r > 0]
 
 
 def choose(plain: ProbeRun, speculative: list[ProbeRun]) -> SpeculationChoice:
-    """The best predicted (method, drafts); ``none`` unless it beats plain decoding by ``MIN_GAIN``."""
-    plain_step = 1 / plain.decode_tokens_per_s
-    step_time = step_time_model(speculative)
-    best = ("none", 0, 1.0)
+    """The fastest measured candidate, if it beats plain decoding by ``MIN_GAIN`` on the median and
+    on every prompt; else ``none``."""
+    best: tuple[str, int, float, float, float] = ("none", 0, 1.0, 1.0, 1.0)
     for run in speculative:
-        for k in range(1, run.drafts + 1):
-            speedup = tokens_per_step(run.histogram, k) / step_time(run, k) * plain_step
-            if speedup > best[2]:
-                best = (run.method, k, speedup)
-    method, drafts, speedup = best if best[2] >= MIN_GAIN else ("none", 0, 1.0)
-    return SpeculationChoice(method, drafts, round(speedup, 3), (plain, *speculative))
+        ratios = paired_speedups(plain, run)
+        if not ratios:
+            continue
+        median = statistics.median(ratios)
+        if median >= MIN_GAIN and min(ratios) > 1.0 and median > best[2]:
+            best = (run.method, run.drafts, median, min(ratios), max(ratios))
+    method, drafts, speedup, low, high = best
+    return SpeculationChoice(
+        method, drafts, round(speedup, 3), round(low, 3), round(high, 3), (plain, *speculative)
+    )
 
 
 def choice_key(source: ModelSource, settings: EngineSettings, gpu: bool) -> str:
-    """Model files, drafter, dtype, device and vLLM version: a choice measured under others does not apply."""
+    """Model files, drafter, dtype, device, vLLM version, CPU features (which decide the linear
+    kernel), cores, reserved cores and the engine's process environment (executor, threads): a
+    choice measured under others does not apply."""
+    from backend.provenance import cpu_flags
+
     parts: list[str] = [settings.dtype, "gpu" if gpu else f"cpu-{platform.machine()}", _vllm_version()]
+    if not gpu:
+        parts += [",".join(cpu_flags()), f"cores={os.cpu_count()}", f"all_cores={settings.cpu_all_cores}"]
+    parts += [f"{name}={os.environ.get(name, '')}" for name in KEYED_ENV]
     for directory in (source.path, source.drafter):
         if directory is None:
             parts.append("-")

@@ -1,17 +1,23 @@
-"""Run the speculation probe: decode the same prompts on a plain, an MTP and an ngram engine, then choose.
+"""Run the speculation probe: one engine per candidate (none, MTP with 1..4 drafts, ngram), the
+same prompts on each, the candidates taking turns prompt by prompt; then choose.
 
-See ``backend.engine.speculation.choice`` for how the choice is made from the figures.
+Every probe engine runs with vLLM's per-iteration records on, so each candidate's decode steps
+(drafted or not), the tokens they yielded and their duration are read from the engine rather
+than inferred. Where free memory cannot hold all candidates at once they run one after another
+(the choice then says so in the log). See ``backend.engine.speculation.choice`` for the choice.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import replace
+import asyncio
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from backend.engine.model_source import ModelSource
 from backend.engine.platform import on_gpu
-from backend.engine.profiles import EngineProfile, engine_config
+from backend.engine.profiles import Argument, EngineConfig, EngineProfile, engine_config
 from backend.engine.prompt_sets import parity_prompts
 from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
 from backend.engine.speculation.choice import (
@@ -22,6 +28,7 @@ from backend.engine.speculation.choice import (
     choose,
     store_choice,
 )
+from backend.engine.stats import StepRecord
 from backend.engine.vllm import VllmEngine
 from backend.errors import GemmaChatError
 from backend.messages import PromptRenderer
@@ -29,66 +36,162 @@ from backend.settings import EngineSettings
 
 PROBE_PROMPTS = 6
 PROBE_TOKENS = 64
+RECORDS_SETTLE_S = 0.1
+"""The engine's last iteration record of a request reaches the stat logger just after its output."""
+ENGINE_HEADROOM = 1.5
 
 
-def probe_profiles(source: ModelSource) -> list[EngineProfile]:
-    """No speculation, the MTP drafter (when the model has one) and ngram, each drafting ``PROBE_DRAFTS``.
-
-    All three are the optimized path but for speculation (its CPU linear kernel included), so the
-    choice weighs drafts against the plain steps that path really takes."""
+def probe_profiles(
+    source: ModelSource, drafts: Sequence[int] = range(1, PROBE_DRAFTS + 1)
+) -> list[EngineProfile]:
+    """No speculation, the MTP drafter (when the model has one) with each count in ``drafts``, and
+    ngram with ``PROBE_DRAFTS``. All are the optimized path but for speculation (its CPU linear
+    kernel included), so each is measured as that path would really run."""
     profiles = [EngineProfile("optimized", "probe: none")]
     if source.drafter is not None:
-        profiles.append(EngineProfile("optimized", "probe: MTP", "mtp", PROBE_DRAFTS))
+        profiles += [EngineProfile("optimized", "probe: MTP", "mtp", k) for k in drafts]
     profiles.append(EngineProfile("optimized", "probe: ngram", "ngram", PROBE_DRAFTS))
     return profiles
 
 
+@dataclass
+class _Candidate:
+    method: str
+    drafts: int
+    source: ModelSource
+    config: EngineConfig
+    engine: VllmEngine | None = None
+    rates: list[float] = field(default_factory=list)
+    histogram: list[int] = field(default_factory=list)
+    steps: list[StepRecord] = field(default_factory=list)
+    tokens: int = 0
+    """Tokens the decode steps yielded: every generated token but the first (prefill's)."""
+
+    @property
+    def label(self) -> str:
+        return "none" if self.method == "none" else f"{self.method}@{self.drafts}"
+
+    def run(self) -> ProbeRun:
+        decode = [s for s in self.steps if s.is_decode]
+        step_ms = statistics.median(s.elapsed_ms for s in decode) if decode else None
+        return ProbeRun(
+            self.method,
+            self.drafts,
+            tuple(self.rates),
+            tuple(self.histogram),
+            len(decode),
+            self.tokens,
+            step_ms,
+        )
+
+
+def _candidates(source: ModelSource, settings: EngineSettings, drafts: Sequence[int]) -> list[_Candidate]:
+    found: list[_Candidate] = []
+    for profile in probe_profiles(source, drafts):
+        config = engine_config(profile, source, settings)
+        spec = config.args.get("speculative_config")
+        method = "none" if spec is None else ("ngram" if spec.value.get("method") == "ngram" else "mtp")
+        count = 0 if spec is None else int(spec.value["num_speculative_tokens"])
+        if any((c.method, c.drafts) == (method, count) for c in found):
+            continue  # the MTP candidates fell back to ngram (the drafter cannot run here)
+        records = Argument(True, "the probe reads every engine step's duration and tokens")
+        config = replace(config, args={**config.args, "enable_logging_iteration_details": records})
+        found.append(_Candidate(method, count, source, config))
+    return found
+
+
 async def measure_speculation(
-    source: ModelSource, settings: EngineSettings, log_dir: Path, say: Callable[[str], None]
+    source: ModelSource,
+    settings: EngineSettings,
+    log_dir: Path,
+    say: Callable[[str], None],
+    *,
+    drafts: Sequence[int] = range(1, PROBE_DRAFTS + 1),
+    prompts: int = PROBE_PROMPTS,
+    store: bool = True,
 ) -> SpeculationChoice:
     """Probe this model on this machine, store the choice for the optimized path, and return it."""
     renderer = PromptRenderer.for_model(str(source.path))
     sampling = SamplingSettings(max_tokens=PROBE_TOKENS, temperature=0.0, seed=0, ignore_eos=True)
-    prompts = [p for p in parity_prompts(frozenset({"text"})) if not p.history][:PROBE_PROMPTS]
-    requests = [p.request(renderer, sampling, tag="probe-") for p in prompts]
-    runs: list[ProbeRun] = []
-    for profile in probe_profiles(source):
-        config = engine_config(profile, source, settings)
-        spec = config.args.get("speculative_config")
-        method = "none" if spec is None else ("ngram" if spec.value.get("method") == "ngram" else "mtp")
-        if runs and method in {run.method for run in runs}:
-            continue  # the MTP probe fell back to ngram (its drafter cannot run here)
-        say(f"probing {method}" + ("" if method == "none" else f" with {PROBE_DRAFTS} drafts"))
-        engine = VllmEngine(source, config, log_path=log_dir / f"probe-{method}.log")
-        await engine.start()
-        try:
-            runs.append(await _probe(engine, method, requests))
-        finally:
-            await engine.shutdown()
+    chosen = [p for p in parity_prompts(frozenset({"text"})) if not p.history][:prompts]
+    requests = [p.request(renderer, sampling, tag="probe-") for p in chosen]
+    candidates = _candidates(source, settings, drafts)
+    try:
+        await _measure(candidates, requests, log_dir, say)
+    finally:
+        for candidate in candidates:
+            if candidate.engine is not None:
+                await candidate.engine.shutdown()
+    runs = [c.run() for c in candidates]
     choice = choose(runs[0], runs[1:])
-    store_choice(choice_key(source, settings, on_gpu()), choice)
+    if store:
+        store_choice(choice_key(source, settings, on_gpu()), choice)
     return choice
 
 
-async def _probe(engine: VllmEngine, method: str, requests: list[EngineRequest]) -> ProbeRun:
-    tokens, seconds = 0, 0.0
-    histogram: list[int] = []
-    warm_up = replace(requests[0], request_id=f"warm-up-{requests[0].request_id}")
-    for index, request in enumerate([warm_up, *requests]):  # the first is a warm-up
-        final = [event async for event in engine.stream(request)][-1]
-        if not isinstance(final, Finished):
-            detail = getattr(final, "message", type(final).__name__)
-            raise GemmaChatError(
-                f"The speculation probe's request failed on {method}: {detail}.", "See its log."
-            )
-        m = final.metrics
-        if index == 0 or not m.decode_tokens_per_s:
-            continue
-        tokens += m.generated_tokens - 1
-        seconds += (m.generated_tokens - 1) / m.decode_tokens_per_s
-        for j, count in enumerate(m.acceptance_histogram or ()):
-            histogram.extend([0] * (j + 1 - len(histogram)))
-            histogram[j] += count
-    spec = engine.config.args.get("speculative_config")
-    drafts = 0 if spec is None else int(spec.value["num_speculative_tokens"])
-    return ProbeRun(method, drafts, tokens / seconds if seconds else 0.0, tuple(histogram))
+async def _measure(
+    candidates: list[_Candidate], requests: list[EngineRequest], log_dir: Path, say: Callable[[str], None]
+) -> None:
+    """All candidates up at once, taking turns per prompt (the order rotating); one after another
+    where free memory cannot hold them all."""
+    import psutil
+
+    from backend.bench.memory import tree_rss
+
+    before, footprint = tree_rss(), 0
+    for index, candidate in enumerate(candidates):
+        if index == 1:
+            footprint = tree_rss() - before
+        if index >= 1 and psutil.virtual_memory().available < ENGINE_HEADROOM * footprint:
+            break
+        say(f"starting the {candidate.label} engine ({index + 1} of {len(candidates)})")
+        await _start(candidate, log_dir, requests[0])
+    else:
+        for i, request in enumerate(requests):
+            say(f"prompt {i + 1} of {len(requests)} on every candidate, in turn")
+            for j in range(len(candidates)):
+                await _decode(candidates[(i + j) % len(candidates)], request)
+        return
+    say("free memory cannot hold every candidate at once: measuring them one after another")
+    for candidate in candidates:
+        if candidate.engine is None:
+            await _start(candidate, log_dir, requests[0])
+        for request in requests:
+            await _decode(candidate, request)
+        assert candidate.engine is not None
+        await candidate.engine.shutdown()
+        candidate.engine = None
+
+
+async def _start(candidate: _Candidate, log_dir: Path, warm_up: EngineRequest) -> None:
+    name = candidate.label.replace("@", "-")
+    engine = VllmEngine(candidate.source, candidate.config, log_path=log_dir / f"probe-{name}.log")
+    candidate.engine = engine
+    await engine.start()
+    await _finished(engine, replace(warm_up, request_id=f"warm-up-{warm_up.request_id}"), candidate)
+
+
+async def _finished(engine: VllmEngine, request: EngineRequest, candidate: _Candidate) -> Finished:
+    final = [event async for event in engine.stream(request)][-1]
+    if not isinstance(final, Finished):
+        detail = getattr(final, "message", type(final).__name__)
+        raise GemmaChatError(
+            f"The speculation probe's request failed on {candidate.label}: {detail}.", "See its log."
+        )
+    return final
+
+
+async def _decode(candidate: _Candidate, request: EngineRequest) -> None:
+    """One probe prompt on one candidate: its decode rate, acceptance and engine steps."""
+    engine = candidate.engine
+    assert engine is not None
+    engine.stats.steps.clear()
+    final = await _finished(engine, request, candidate)
+    await asyncio.sleep(RECORDS_SETTLE_S)
+    candidate.steps.extend(engine.stats.steps)
+    m = final.metrics
+    candidate.rates.append(m.decode_tokens_per_s or 0.0)
+    candidate.tokens += max(0, m.generated_tokens - 1)
+    for j, count in enumerate(m.acceptance_histogram or ()):
+        candidate.histogram.extend([0] * (j + 1 - len(candidate.histogram)))
+        candidate.histogram[j] += count

@@ -1,0 +1,49 @@
+"""The CPU classes gemma-chat's machines come in, and what the optimized path adds on each.
+
+The class is read from the CPU's flags (``backend.provenance.cpu_flags``); ``profiles`` prints
+the table with this machine's row marked, so a user (or a figure's reader) knows which parts of
+the optimized path a measurement on this machine could show.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CpuClass:
+    name: str
+    adds: str
+
+
+AVX2 = CpuClass(
+    "AVX2 without native bfloat16 (e.g. AMD EPYC Zen 2/3)",
+    "gemma-chat's bfloat16 linear kernel on bf16 checkpoints (bit-identical to PyTorch's AVX2 path, "
+    "its threads on every core); speculation where `profiles --measure` found it pays",
+)
+NATIVE_BF16 = CpuClass(
+    "AVX512-BF16 / AMX (e.g. Intel Xeon Sapphire Rapids and later)",
+    "no kernel (oneDNN computes bfloat16 natively; the kernel reproduces only the AVX2 path); "
+    "speculation where `profiles --measure` found it pays; every core for the model only with "
+    "`cpu_all_cores = true` (it changed greedy tokens: opt-in)",
+)
+OTHER = CpuClass(
+    "other x86 or Arm",
+    "speculation where `profiles --measure` found it pays",
+)
+CLASSES = (AVX2, NATIVE_BF16, OTHER)
+
+
+def cpu_class(flags: Sequence[str]) -> CpuClass:
+    if "avx512_bf16" in flags or "amx_bf16" in flags:
+        return NATIVE_BF16
+    if "avx2" in flags:
+        return AVX2
+    return OTHER
+
+
+def describe_classes(flags: Sequence[str]) -> list[str]:
+    """One line per class, this machine's marked."""
+    here = cpu_class(flags)
+    return [f"  {'*' if c == here else ' '} {c.name}: {c.adds}" for c in CLASSES]
