@@ -52,6 +52,22 @@ def _add_model_flags(parser: argparse.ArgumentParser, top_level: bool = False) -
     group.add_argument(
         "--data-dir", default=unset, help="where chats are stored (default: the user data directory)"
     )
+    group.add_argument(
+        "--server",
+        default=unset,
+        metavar="URL",
+        help="a vLLM server (http://host:port) for the optimized path instead of an in-process engine",
+    )
+    group.add_argument(
+        "--baseline-server", default=unset, metavar="URL", help="a vLLM server for the baseline path"
+    )
+    group.add_argument("--api-key", default=unset, help="the servers' API key (or GEMMA_CHAT_API_KEY)")
+    group.add_argument(
+        "--mcp-config",
+        default=unset,
+        metavar="FILE",
+        help='MCP servers from a Claude-Desktop-style {"mcpServers": …} JSON file (adds to [mcp.servers])',
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,6 +78,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"gemma-chat {__version__}")
     _add_model_flags(parser, top_level=True)
+    parser.add_argument(
+        "--no-tools",
+        action="store_true",
+        help="the chat app offers the model no tool (built-in, plug-in or MCP)",
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     ask = commands.add_parser("ask", help="answer one prompt on stdout, then print the engine's figures")
@@ -140,6 +161,30 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--markdown", metavar="FILE", help="write the table as Markdown")
     _add_model_flags(bench)
 
+    serve = commands.add_parser(
+        "serve",
+        help="run vLLM's server (`vllm serve`) with exactly a path's arguments and environment "
+        "(--profile baseline|optimized), for `--server URL` (one GPU box, several GPUs, a Ray cluster)",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    serve.add_argument("--tensor-parallel-size", type=int, help="GPUs to split each layer across")
+    serve.add_argument(
+        "--pipeline-parallel-size", type=int, help="GPUs (or nodes) to split the layers across"
+    )
+    serve.add_argument("--data-parallel-size", type=int, help="engine replicas")
+    serve.add_argument("--distributed-executor-backend", choices=("mp", "ray"), help="ray for several nodes")
+    serve.add_argument("--print", action="store_true", help="print the command line instead of running it")
+    _add_model_flags(serve)
+
+    tools = commands.add_parser(
+        "tools",
+        help="list every tool the model would be offered (built-ins, plug-ins, MCP servers' tools) "
+        "with its source, side effects and approval rule, and each MCP server that failed, with why",
+    )
+    tools.add_argument("--json", action="store_true", help="print one JSON document")
+    _add_model_flags(tools)
+
     make = commands.add_parser("make-model", help="write a random-weight Gemma 4 checkpoint and its drafter")
     make.add_argument("out", help="output directory (gets model/ and drafter/)")
     make.add_argument("--size", choices=("tiny", "bench"), default="tiny", help="tiny (tests) or bench")
@@ -182,6 +227,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             from app.commands.bench import run_bench_command
 
             return run_bench_command(args)
+        if args.command == "serve":
+            from app.commands.serve import run_serve
+
+            return run_serve(args)
+        if args.command == "tools":
+            from app.commands.tools import run_tools
+
+            return run_tools(args)
         if args.command == "make-model":
             from app.commands.make_model import run_make_model
 

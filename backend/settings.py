@@ -15,7 +15,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from backend import paths
@@ -95,6 +95,57 @@ class ToolSettings(Strict):
     """A tool result longer than this is cut before the model reads it."""
 
 
+MCP_SERVER_NAME = r"^[A-Za-z_][A-Za-z0-9_-]*$"
+"""A server's tools are offered as ``NAME.tool``: no dots in NAME, so the split is unambiguous."""
+
+
+class McpServerSettings(Strict):
+    """One MCP server: ``command`` (+ ``args``, ``env``, ``cwd``) over stdio, or ``url`` (+ ``headers``)
+    over streamable HTTP."""
+
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    enabled: bool = True
+    timeout_s: float = Field(default=30.0, gt=0, le=600)
+    """For starting up, listing tools, and each call."""
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerSettings:
+        if (self.command is None) == (self.url is None):
+            raise ValueError(
+                "give either command (a stdio server) or url (streamable HTTP), not both or neither"
+            )
+        return self
+
+    def transport(self) -> str:
+        return f"stdio: {' '.join([self.command or '', *self.args])}" if self.command else f"http: {self.url}"
+
+
+class McpSettings(Strict):
+    """Model Context Protocol servers whose tools join the built-ins."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    servers: dict[str, McpServerSettings] = Field(default_factory=dict)
+    import_file: str | None = Field(default=None, alias="import")
+    """A Claude-Desktop-style ``{"mcpServers": …}`` JSON file whose servers are added (``servers`` wins)."""
+
+    @model_validator(mode="after")
+    def _names(self) -> McpSettings:
+        import re
+
+        bad = [name for name in self.servers if not re.match(MCP_SERVER_NAME, name)]
+        if bad:
+            raise ValueError(
+                f"server name {bad[0]!r}: use letters, digits, _ and - (its tools are NAME.tool)"
+            )
+        return self
+
+
 def config_file() -> Path:
     return paths.config_dir() / "config.toml"
 
@@ -111,8 +162,15 @@ class Settings(BaseSettings):
     profile: Literal["baseline", "optimized", "eager"] = "optimized"
     """The engine path for new turns."""
     engine: EngineSettings = Field(default_factory=EngineSettings)
+    server: str | None = None
+    """A vLLM server (``http://host:port``) that serves the optimized path instead of an in-process engine."""
+    baseline_server: str | None = None
+    """A vLLM server for the baseline path (compare mode against two servers)."""
+    api_key: str | None = None
+    """The servers' API key (``GEMMA_CHAT_API_KEY``)."""
     media: MediaSettings = Field(default_factory=MediaSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)
+    mcp: McpSettings = Field(default_factory=McpSettings)
     max_tokens: int = Field(default=1024, ge=1)
     """Reply budget in tokens for chat turns."""
     trim_history: bool = False

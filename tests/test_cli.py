@@ -149,6 +149,8 @@ def test_profiles_prints_every_path_with_reasons() -> None:
     assert "VLLM_CPU_NUM_OF_RESERVED_CPU" not in optimized, "opt-in only: it breaks bfloat16 parity"
     assert "speculative_config" not in out.split("[baseline]")[1].split("[optimized]")[0]
     assert "max_model_len" in out and "context window" in out
+    assert "cpu: " in out and "flags: " in out and "what the optimized path adds, per CPU class" in out
+    assert out.count("AVX512-BF16 / AMX") == 1 and "* " in out.split("per CPU class")[1]
     forced = _gemma_chat("profiles", "--demo", "--speculation", "mtp", "--draft-tokens", "3").stdout
     optimized = forced.split("[optimized]")[1].split("[eager]")[0]
     assert "MTP drafter" in optimized and "'num_speculative_tokens': 3" in optimized

@@ -133,3 +133,13 @@ async def test_the_probe_measures_every_step_on_the_real_engine(
     assert runs["none"].tokens_per_step() == 1.0
     assert runs["mtp@2"].histogram, "the drafter drafted"
     assert stored_choice(choice_key(source, settings, gpu=False)) is None, "store=False keeps nothing"
+
+
+def test_each_cpu_class_says_what_the_optimized_path_adds() -> None:
+    from backend.engine.cpu_classes import AVX2, NATIVE_BF16, OTHER, cpu_class, describe_classes
+
+    assert cpu_class(["avx2"]) == AVX2 and "linear kernel" in AVX2.adds
+    assert cpu_class(["avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"]) == NATIVE_BF16
+    assert "no kernel" in NATIVE_BF16.adds and cpu_class([]) == OTHER
+    lines = describe_classes(["avx2"])
+    assert len(lines) == 3 and lines[0].lstrip().startswith("* AVX2") and "*" not in lines[1][:4]

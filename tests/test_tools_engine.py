@@ -106,3 +106,38 @@ async def test_a_malformed_forced_call_goes_back_to_the_model(
     assert isinstance(events[-1], Finished) and events[-1].text == "4"
     assert turn.records[0].status == "malformed"
     assert "string is not closed" in seen[1].prompt
+
+
+async def test_a_forced_call_to_an_mcp_tool_runs_on_its_server(
+    eager_engine: VllmEngine, tmp_path: Path
+) -> None:
+    """The real engine declares the server's tool in Gemma 4's format, and its result (from a
+    stdio server written with the SDK) reaches the next prompt."""
+    import sys
+
+    from backend.settings import McpServerSettings
+    from backend.tools.mcp.host import McpHost
+
+    server = Path(__file__).with_name("mcp_server.py")
+    host = McpHost({"calc": McpServerSettings(command=sys.executable, args=[str(server), "stdio"])}, tmp_path)
+    host.start()
+    try:
+        assert host.wait_settled(60) and host.statuses()[0].state == "ready"
+        step1 = format_call("calc.add", {"a": 40, "b": 2}) + "<|tool_response>"
+        seen: list[EngineRequest] = []
+        registry = ToolRegistry.load(
+            ToolContext(Sandbox.of([tmp_path])), plugins=lambda: [], remote=host.tools
+        )
+        turn = ToolTurn(
+            eager_engine,
+            ToolRunner(registry, policy="never"),
+            [ChatMessage("user", "What is 40 + 2?")],
+            _forcing_builder(eager_engine, [step1, "42.<turn|>"], seen),
+        )
+        events = [event async for event in turn.run()]
+    finally:
+        host.close()
+    assert isinstance(events[-1], Finished) and events[-1].text == "42."
+    assert [(r.name, r.status, r.result) for r in turn.records] == [("calc.add", "ok", "42")]
+    assert "<|tool>declaration:calc.add" in seen[0].prompt
+    assert 'response:calc.add{result:<|"|>42<|"|>}' in seen[1].prompt

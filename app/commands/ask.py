@@ -19,16 +19,20 @@ from app.commands.flags import COMPARE, settings_from_args
 from backend.chat.compare import CompareResult
 from backend.chat.rendering import dispatch
 from backend.chat.turn import FixedPrompt, TurnOptions, TurnPipeline, check_towers
-from backend.engine.factory import make_engine, new_log_path, resolve_model
+from backend.engine.factory import make_engine, new_log_path, remote_engine, resolve_model, server_for
 from backend.engine.log import capture_stderr
 from backend.engine.protocol import Engine, PathEngine, SamplingSettings
 from backend.errors import GemmaChatError
 from backend.media.load import load_attachments
 from backend.messages import ChatMessage
-from backend.tools.from_settings import tool_runner
+from backend.tools.from_settings import mcp_host, tool_runner
+from backend.tools.mcp.host import McpHost
 from backend.tools.runner import Decision
 from backend.tools.spec import Tool, ToolCall
 from backend.tools.timeline import call_signature
+
+MCP_START_WAIT_S = 60.0
+"""The longest the turn waits for MCP servers still starting (each has its own timeout too)."""
 
 
 def run_ask(args: argparse.Namespace) -> int:
@@ -36,13 +40,21 @@ def run_ask(args: argparse.Namespace) -> int:
     attachments = [
         a for path in args.attach for a in load_attachments(path, settings.media)
     ]  # before engines
-    source = resolve_model(settings)
-    check_towers({a.kind for a in attachments}, source.modalities(), source.name)
     profiles = ["baseline", "optimized"] if args.profile == COMPARE else [settings.profile]
     log = new_log_path("ask")  # the engines' own output, and what a failed start is diagnosed from
-    engines: dict[str, Engine] = {
-        name: make_engine(settings, source, name, len(profiles), log) for name in profiles
-    }
+    in_process = [name for name in profiles if not server_for(settings, name)]
+    source = resolve_model(settings) if in_process else None
+    if source is not None:
+        check_towers({a.kind for a in attachments}, source.modalities(), source.name)
+    engines: dict[str, Engine] = {}
+    for name in profiles:
+        url = server_for(settings, name)
+        if url:
+            engines[name] = remote_engine(settings, url, name)
+        else:
+            assert source is not None
+            engines[name] = make_engine(settings, source, name, len(in_process), log)
+    model_name = source.name if source is not None else str(settings.server or settings.baseline_server)
     messages = [ChatMessage("system", args.system)] if args.system else []
     messages.append(ChatMessage("user", args.prompt, media=tuple(a.kind for a in attachments)))  # type: ignore[misc]
     options = TurnOptions(
@@ -54,13 +66,19 @@ def run_ask(args: argparse.Namespace) -> int:
             for notice in attachment.notices:
                 console.write(f"gemma-chat: {notice}\n")
         out: AskOutput = JsonReport(attachments) if args.json else TextPrinter(console, len(engines) == 2)
-        runner = None
+        runner, host = None, None
         if settings.tools.enabled and not args.no_tools:
-            runner = tool_runner(settings, _approver(args, console), args.allow_dir)
+            host = mcp_host(settings, log.parent)
+            host.start()  # the servers start while the engine does; waited for only before the turn
+            runner = tool_runner(settings, _approver(args, console), args.allow_dir, mcp=host)
             for warning in runner.registry.warnings:
                 console.write(f"gemma-chat: {warning}\n")
         pipeline = TurnPipeline(FixedPrompt(messages, attachments), options, runner, settings.tools)
-        code = asyncio.run(_ask(engines, source.name, pipeline, out))
+        try:
+            code = asyncio.run(_ask(engines, model_name, pipeline, out, host, console))
+        finally:
+            if host is not None:
+                host.close()
         if isinstance(out, JsonReport):
             out.emit()
         return code
@@ -81,13 +99,25 @@ def _approver(args: argparse.Namespace, console: TextIO):  # type: ignore[no-unt
     return approve
 
 
-async def _ask(engines: dict[str, Engine], model: str, pipeline: TurnPipeline, out: AskOutput) -> int:
+async def _ask(
+    engines: dict[str, Engine],
+    model: str,
+    pipeline: TurnPipeline,
+    out: AskOutput,
+    host: McpHost | None,
+    console: TextIO,
+) -> int:
     """Start the engines, run the turn (compare: on both), print it; the exit code."""
     try:
         targets = []
         for name, engine in engines.items():
             out.progress(f"starting the {name} engine on {model}…")
             targets.append(PathEngine(name, engine, await engine.start(out.progress)))
+        if host is not None:
+            await asyncio.to_thread(host.wait_settled, MCP_START_WAIT_S)
+            for status in host.statuses():
+                if status.state == "failed":
+                    console.write(f"gemma-chat: MCP server {status.describe()}\n")
         renderers = {target.name: out.renderer(target.name) for target in targets}
         if len(targets) == 2:
             async for item in pipeline.compare(*targets):

@@ -23,13 +23,15 @@ def build_app(args: argparse.Namespace, log: Path) -> GemmaChatApp:
     from multiprocessing import resource_tracker
 
     from app.tui.app import GemmaChatApp
-    from backend.engine.factory import DeferredEngine
+    from backend.engine.factory import engine_for
     from backend.engine.model_source import DEMO_SHORT_NAME
 
     resource_tracker.ensure_running()
     settings = settings_from_args(args)
     name = DEMO_SHORT_NAME if settings.demo else settings.model
-    return GemmaChatApp(settings, lambda profile: DeferredEngine(settings, profile, log_path=log), name, log)
+    if settings.server:
+        name = f"{name} @ {settings.server}"
+    return GemmaChatApp(settings, lambda profile: engine_for(settings, profile, log_path=log), name, log)
 
 
 def run_chat(args: argparse.Namespace) -> int:

@@ -28,7 +28,14 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         gpu_memory_utilization=args.gpu_memory_utilization,
         speculation=args.speculation,
         draft_tokens=args.draft_tokens,
+        server=getattr(args, "server", None),
+        baseline_server=getattr(args, "baseline_server", None),
+        api_key=getattr(args, "api_key", None),
     )
-    if settings.tools.enabled and not calls_tools(settings.model, settings.demo):
+    if getattr(args, "mcp_config", None):
+        mcp = settings.mcp.model_copy(update={"import_file": args.mcp_config})
+        settings = settings.model_copy(update={"mcp": mcp})
+    off = getattr(args, "no_tools", False)
+    if settings.tools.enabled and (off or not calls_tools(settings.model, settings.demo)):
         settings = settings.model_copy(update={"tools": settings.tools.model_copy(update={"enabled": False})})
     return settings

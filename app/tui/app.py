@@ -6,6 +6,7 @@ The app receives an engine factory (``profile name -> Engine``): the vLLM one wh
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import Iterable
@@ -81,6 +82,8 @@ class GemmaChatApp(ChatActions, AttachActions, ToolActions, ReportingApp):
         self.pending: list[Attachment] = []
         self.store = self._open_store()
         self.conversation = Conversation(self.store)
+        self._mcp_told: set[str] = set()
+        self.mcp = self._mcp_host()
         self.tools = self._tool_runner()
         self.status = StatusBar(id="status")
         if settings.keymap:
@@ -114,6 +117,7 @@ class GemmaChatApp(ChatActions, AttachActions, ToolActions, ReportingApp):
         self.pool.listen(self._engine_changed)
         self.query_one(PromptInput).focus()
         self.start_engine(self.path)
+        self._start_mcp()  # in the background, as the engine: the first paint waits for neither
         self.set_interval(1.0, self.guard("updating the status bar", self._tick))
         try:
             if self.store is not None and (last := self.store.last_chat()) is not None:
@@ -146,7 +150,9 @@ class GemmaChatApp(ChatActions, AttachActions, ToolActions, ReportingApp):
         elif state.ready and self.turn is not None:
             self.status.engine, self.status.engine_detail = "replying", ""
         else:
-            self.status.engine, self.status.engine_detail = state.stage, ""
+            where = (state.info.engine_args.get("server") if state.info is not None else None) or ""
+            remote = f"remote: {where.split('://')[-1]}" if where else ""
+            self.status.engine, self.status.engine_detail = state.stage, remote
 
     # -- chat display ------------------------------------------------------------------------
     @property
@@ -336,7 +342,12 @@ class GemmaChatApp(ChatActions, AttachActions, ToolActions, ReportingApp):
             "Tool approval", "Cycle: ask for side effects / every call / never", self.action_tool_policy
         )
         yield SystemCommand("Tools", "List the tools the model may call", self.action_list_tools)
+        yield from self.mcp_commands()
+
+    async def on_unmount(self) -> None:
+        """However the app ends (quit, a fatal error, a test's exit): no MCP server outlives it."""
+        await self._close_mcp()
 
     async def action_quit(self) -> None:
-        await self.pool.shutdown()
+        await asyncio.gather(self.pool.shutdown(), self._close_mcp())
         self.exit()

@@ -1,13 +1,20 @@
-"""The tools in the app: the runner a chat uses, the approval dialog, the policy and the tool list."""
+"""The tools in the app: the runner a chat uses, the MCP servers (started in the background,
+listed, restarted, disabled, closed with the app), the approval dialog, the policy and the list."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from typing import Any, Protocol
 
+from textual.app import SystemCommand
+
 from app.tui.screens.approval import ApprovalScreen
+from backend import paths
+from backend.errors import GemmaChatError
 from backend.settings import APPROVAL_POLICIES, ApprovalPolicy, Settings
-from backend.tools.from_settings import tool_runner
+from backend.tools.from_settings import mcp_host, tool_runner
+from backend.tools.mcp.host import McpHost
 from backend.tools.runner import Decision, ToolRunner
 from backend.tools.spec import Tool, ToolCall
 
@@ -23,7 +30,13 @@ class ToolHost(Protocol):
 
     settings: Settings
     tools: ToolRunner | None
+    mcp: McpHost | None
+    status: Any
+    _mcp_told: set[str]
 
+    def call_from_thread(self, callback: Any, *args: Any, **kwargs: Any) -> Any: ...
+    def _mcp_changed(self) -> None: ...
+    def _show_mcp(self) -> None: ...
     def notify(self, message: str, *, severity: str = ..., timeout: float | None = ...) -> None: ...
     def push_screen(self, screen: Any, callback: Any = ...) -> Any: ...
     def call_later(self, callback: Any, *args: Any, **kwargs: Any) -> Any: ...
@@ -33,11 +46,70 @@ class ToolHost(Protocol):
 class ToolActions:
     """Mixed into ``GemmaChatApp``."""
 
+    def _mcp_host(self: ToolHost) -> McpHost | None:
+        """The configured MCP servers (not started yet); a bad configuration is shown, not fatal."""
+        if not self.settings.tools.enabled:
+            return None
+        try:
+            host = mcp_host(self.settings, paths.logs_dir())
+        except GemmaChatError as error:
+            self.call_later(self.notify, f"MCP servers not started: {error}", severity="error", timeout=15)
+            return None
+        host.listen(lambda: self.call_from_thread(self._mcp_changed))
+        return host
+
+    def _start_mcp(self: ToolHost) -> None:
+        if self.mcp is not None:
+            self.mcp.start()
+            self._show_mcp()
+
+    def _mcp_changed(self: ToolHost) -> None:
+        self._show_mcp()
+        if self.mcp is None:
+            return
+        for status in self.mcp.statuses():
+            if status.state == "failed" and status.message not in self._mcp_told:
+                self._mcp_told.add(status.message)
+                self.notify(f"MCP server {status.describe()}", severity="warning", timeout=12)
+
+    def _show_mcp(self: ToolHost) -> None:
+        if self.mcp is None:
+            return
+        statuses = self.mcp.statuses()
+        ready = [s for s in statuses if s.state == "ready"]
+        starting = any(s.state == "starting" for s in statuses)
+        enabled = [s for s in statuses if s.state != "disabled"]
+        label = f"mcp {len(ready)}/{len(enabled)}" + ("…" if starting else "")
+        self.status.mcp = label if enabled else ""
+
+    async def _close_mcp(self: ToolHost) -> None:
+        if self.mcp is not None:
+            await asyncio.to_thread(self.mcp.close)
+
+    def mcp_commands(self: ToolHost) -> Iterable[SystemCommand]:
+        """Palette entries: each server's state, restart and disable."""
+        if self.mcp is None:
+            return
+        host = self.mcp
+        for status in host.statuses():
+            name = status.name
+            yield SystemCommand(
+                f"MCP: restart {name}",
+                f"{status.describe()} · {status.transport}",
+                lambda n=name: host.restart(n),
+            )
+            if status.state != "disabled":
+                yield SystemCommand(
+                    f"MCP: disable {name}",
+                    "Stop it and offer none of its tools",
+                    lambda n=name: host.disable(n),
+                )
+
     def _tool_runner(self: ToolHost) -> ToolRunner | None:
         """A fresh runner per chat ("always for this chat" approvals end with the chat)."""
         if not self.settings.tools.enabled:
             return None
-        runner = tool_runner(self.settings, self._approve)
+        runner = tool_runner(self.settings, self._approve, mcp=self.mcp)
         for warning in runner.registry.warnings:
             self.call_later(self.notify, warning, severity="warning", timeout=10)
         return runner
@@ -65,8 +137,12 @@ class ToolActions:
             self.notify("Tools are off (tools.enabled = false).")
             return
         lines = [
-            f"{t.name}{' (side effects)' if t.side_effects else ''}: {t.description}"
+            f"{t.name}{' (side effects)' if t.side_effects else ''} [{t.source}]: {t.description}"
             for t in self.tools.registry.tools.values()
         ]
+        servers = [f"MCP {s.describe()}" for s in self.mcp.statuses()] if self.mcp is not None else []
         sandbox = ", ".join(self.settings.tools.allowed_dirs)
-        self.notify("\n".join([*lines, f"files: {sandbox}", f"approval: {POLICY_TEXT[self.tools.policy]}"]))
+        self.notify(
+            "\n".join([*lines, *servers, f"files: {sandbox}", f"approval: {POLICY_TEXT[self.tools.policy]}"]),
+            timeout=20,
+        )

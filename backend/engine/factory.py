@@ -12,6 +12,7 @@ from backend import paths
 from backend.engine.model_source import ModelSource, resolve
 from backend.engine.profiles import EngineProfile, engine_config
 from backend.engine.protocol import EngineInfo, EngineRequest, Failed, ProgressCallback, TurnEvent
+from backend.engine.remote import RemoteEngine
 from backend.engine.vllm import VllmEngine
 from backend.errors import EngineStartFailed
 from backend.messages import ChatMessage, RenderedPrompt
@@ -24,6 +25,33 @@ def new_log_path(tag: str) -> Path:
 
 def resolve_model(settings: Settings) -> ModelSource:
     return resolve(settings.model, demo=settings.demo)
+
+
+def server_for(settings: Settings, profile: str) -> str | None:
+    """The vLLM server that serves ``profile``, if one is configured (else it runs in process)."""
+    return settings.baseline_server if profile == "baseline" else settings.server
+
+
+def remote_engine(settings: Settings, url: str, profile: str) -> RemoteEngine:
+    """A server's engine; the chat template comes from the local model (or the served path)."""
+    from backend.engine.model_source import resolve
+
+    tokenizer: Path | None = None
+    if settings.demo:
+        tokenizer = resolve(settings.model, demo=True).path
+    elif Path(settings.model).expanduser().is_dir():
+        tokenizer = Path(settings.model).expanduser()
+    return RemoteEngine(url, tokenizer, settings.api_key, profile)
+
+
+def engine_for(
+    settings: Settings, profile: str, engines_sharing_gpu: int = 2, log_path: Path | None = None
+) -> DeferredEngine | RemoteEngine:
+    """The app's engine for ``profile``: on its server where one is set, else in this process."""
+    url = server_for(settings, profile)
+    if url:
+        return remote_engine(settings, url, profile)
+    return DeferredEngine(settings, profile, engines_sharing_gpu, log_path)
 
 
 def make_engine(

@@ -1,4 +1,5 @@
-"""The tools a chat offers: the built-ins plus plug-ins from the ``gemma_chat.tools`` entry-point group.
+"""The tools a chat offers: the built-ins, plug-ins from the ``gemma_chat.tools`` entry-point group,
+and the tools of the MCP servers that are up (``remote``, asked at each use: servers come and go).
 
 A plug-in entry point names a ``Tool`` (see ``backend.tools.spec.tool``), a typed function, or a
 list of either. One that fails to import or describe itself is skipped with a warning (shown
@@ -8,7 +9,7 @@ by the app and ``gemma-chat tools``); the rest still load.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
@@ -20,29 +21,42 @@ ENTRY_POINT_GROUP = "gemma_chat.tools"
 
 @dataclass
 class ToolRegistry:
-    tools: dict[str, Tool] = field(default_factory=dict)
+    own: dict[str, Tool] = field(default_factory=dict)
+    """Built-ins and plug-ins."""
     warnings: list[str] = field(default_factory=list)
+    remote: Callable[[], Iterable[Tool]] | None = None
+    """The MCP servers' tools as of now (named ``SERVER.tool``, so they cannot collide)."""
+
+    @property
+    def tools(self) -> dict[str, Tool]:
+        found = dict(self.own)
+        for tool in self.remote() if self.remote is not None else ():
+            found.setdefault(tool.name, tool)
+        return found
 
     @classmethod
     def load(
-        cls, context: ToolContext, plugins: Callable[[], Iterable[EntryPoint]] | None = None
+        cls,
+        context: ToolContext,
+        plugins: Callable[[], Iterable[EntryPoint]] | None = None,
+        remote: Callable[[], Iterable[Tool]] | None = None,
     ) -> ToolRegistry:
-        registry = cls()
+        registry = cls(remote=remote)
         for tool in builtin_tools(context):
             registry.add(tool)
         for entry in (plugins or _entry_points)():
             try:
                 for tool in _tools_of(entry.load()):
-                    registry.add(tool, source=entry.value)
+                    registry.add(replace(tool, source=f"plug-in: {entry.value}"), source=entry.value)
             except Exception as error:  # a broken plug-in must not stop the app
                 registry.warnings.append(f"Skipped tool plug-in {entry.name} ({entry.value}): {error}")
         return registry
 
     def add(self, tool: Tool, source: str = "built-in") -> None:
-        if tool.name in self.tools:
+        if tool.name in self.own:
             self.warnings.append(f"Skipped tool {tool.name} from {source}: the name is already taken")
             return
-        self.tools[tool.name] = tool
+        self.own[tool.name] = tool
 
     def declarations(self) -> list[dict[str, Any]]:
         return [tool.declaration() for tool in self.tools.values()]

@@ -2,7 +2,8 @@
 
 ``Tool.from_function`` builds the JSON schema with pydantic (so ``int``, ``list[str]``,
 ``Literal[...]``, nested models and defaults all work) and validates the model's arguments
-against the same pydantic model before the function runs.
+against the same pydantic model before the function runs. A tool from an MCP server brings its
+own JSON schema instead (``schema``), and its arguments are validated against that.
 """
 
 from __future__ import annotations
@@ -24,10 +25,14 @@ class Tool:
     name: str
     description: str
     function: Callable[..., Any]
-    arguments_model: type[BaseModel]
+    arguments_model: type[BaseModel] | None
     side_effects: bool = False
     """True if running it changes something outside the chat (approval asks first)."""
     timeout_s: float = 10.0
+    schema: dict[str, Any] | None = None
+    """The arguments' JSON schema where there is no pydantic model (an MCP server's tool)."""
+    source: str = "built-in"
+    """Where it comes from: ``built-in``, a plug-in's entry point, ``mcp: NAME``."""
 
     @classmethod
     def from_function(
@@ -52,7 +57,9 @@ class Tool:
 
     def parameters(self) -> dict[str, Any]:
         """The JSON schema of the arguments, without pydantic's titles."""
-        return _strip_titles(self.arguments_model.model_json_schema())
+        if self.arguments_model is None:
+            return self.schema or {"type": "object", "properties": {}}
+        return strip_titles(self.arguments_model.model_json_schema())
 
     def declaration(self) -> dict[str, Any]:
         """The OpenAI-style declaration the chat template renders as ``<|tool>declaration:…``."""
@@ -63,6 +70,8 @@ class Tool:
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Arguments coerced to the schema (``"3"`` → 3 for an int), or ``ToolArgumentsError``."""
+        if self.arguments_model is None:
+            return self._validate_schema(arguments)
         try:
             model = self.arguments_model.model_validate(arguments)
         except ValidationError as error:
@@ -71,6 +80,18 @@ class Tool:
             )
             raise ToolArgumentsError(f"invalid arguments for {self.name}: {problems}") from None
         return {key: getattr(model, key) for key in type(model).model_fields}
+
+    def _validate_schema(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        import jsonschema
+
+        try:
+            jsonschema.validate(arguments, self.parameters())
+        except jsonschema.ValidationError as error:
+            where = ".".join(str(p) for p in error.absolute_path) or "arguments"
+            raise ToolArgumentsError(f"invalid arguments for {self.name}: {where}: {error.message}") from None
+        except jsonschema.SchemaError as error:
+            raise ToolArgumentsError(f"{self.name} declares an unusable schema: {error.message}") from None
+        return arguments
 
 
 def tool(
@@ -105,16 +126,16 @@ def _resolved_hints(function: Callable[..., Any]) -> dict[str, Any]:
     return typing.get_type_hints(function, include_extras=True)
 
 
-def _strip_titles(schema: Any, *, names: bool = False) -> Any:
+def strip_titles(schema: Any, *, names: bool = False) -> Any:
     """Drop pydantic's generated ``title`` keys (not properties that happen to be called ``title``)."""
     if isinstance(schema, dict):
         return {
-            k: _strip_titles(v, names=k in ("properties", "$defs") and not names)
+            k: strip_titles(v, names=k in ("properties", "$defs") and not names)
             for k, v in schema.items()
             if names or not (k == "title" and isinstance(v, str))
         }
     if isinstance(schema, list):
-        return [_strip_titles(v) for v in schema]
+        return [strip_titles(v) for v in schema]
     return schema
 
 

@@ -1,4 +1,4 @@
-"""The top line: model, active path, engine state and the context gauge.
+"""The top line: model, active path, engine state, MCP servers (ready/enabled) and the context gauge.
 
 The line is shortened to fit, never cut: first the engine's stage detail goes, then the model
 name is abbreviated, then the labels and the gauge's bar narrow; the context figures
@@ -52,6 +52,7 @@ class StatusFigures:
     used: int
     window: int
     compare_next: bool
+    mcp: str = ""
 
     def parts(self, level: Level) -> list[tuple[str, str]]:
         """``(label, value)`` pairs; the value is shown in bold."""
@@ -63,6 +64,8 @@ class StatusFigures:
         detailed = level.engine_detail and self.engine_detail
         engine = f"{self.engine} ({self.engine_detail})" if detailed else self.engine
         parts.append(("engine " if level.labels else "", engine))
+        if self.mcp and level.gauge_width:
+            parts.append(("", self.mcp))
         window = f"{self.used}/{self.window}" if self.window else f"{self.used}/?"
         bar = f"{gauge(self.used, self.window, level.gauge_width)} " if level.gauge_width else ""
         parts.append(("ctx ", f"{bar}{window}"))
@@ -94,6 +97,8 @@ class StatusBar(Static):
     """Tokens of attachments waiting in the input, shown in the gauge before sending."""
     context_window: reactive[int] = reactive(0)
     compare_next: reactive[bool] = reactive(False)
+    mcp: reactive[str] = reactive("")
+    """MCP servers ready of enabled (``mcp 1/2…`` while some start); empty without servers."""
 
     def figures(self) -> StatusFigures:
         return StatusFigures(
@@ -104,6 +109,7 @@ class StatusBar(Static):
             self.context_used + self.pending_tokens,
             self.context_window,
             self.compare_next,
+            self.mcp,
         )
 
     def render(self) -> str:

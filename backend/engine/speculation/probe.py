@@ -39,6 +39,8 @@ PROBE_TOKENS = 64
 RECORDS_SETTLE_S = 0.1
 """The engine's last iteration record of a request reaches the stat logger just after its output."""
 ENGINE_HEADROOM = 1.5
+PROBE_KV_CACHE_GIB = 1
+"""The probe's requests are short: a small KV cache lets every candidate's engine stay up at once."""
 
 
 def probe_profiles(
@@ -87,8 +89,9 @@ class _Candidate:
 
 def _candidates(source: ModelSource, settings: EngineSettings, drafts: Sequence[int]) -> list[_Candidate]:
     found: list[_Candidate] = []
+    small = settings.model_copy(update={"kv_cache_gib": min(settings.kv_cache_gib, PROBE_KV_CACHE_GIB)})
     for profile in probe_profiles(source, drafts):
-        config = engine_config(profile, source, settings)
+        config = engine_config(profile, source, small)
         spec = config.args.get("speculative_config")
         method = "none" if spec is None else ("ngram" if spec.value.get("method") == "ngram" else "mtp")
         count = 0 if spec is None else int(spec.value["num_speculative_tokens"])

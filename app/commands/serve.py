@@ -1,0 +1,71 @@
+"""``gemma-chat serve``: vLLM's own server (``vllm serve``) with exactly the arguments and
+environment a path gets in process — so the tuned optimized path is what a GPU box or a cluster
+runs — plus the parallelism a single process does not have. ``--print`` prints the command line
+instead of running it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from app.commands.flags import settings_from_args
+from backend.engine.factory import resolve_model
+from backend.engine.profiles import EngineProfile, engine_config
+
+SERVER_ONLY = {"enable_logging_iteration_details"}
+"""In-process arguments a server does not need."""
+
+
+def serve_command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
+    """``vllm serve …`` and the environment it runs with, for the chosen path."""
+    if args.profile == "compare":
+        raise ValueError("serve runs one path: --profile baseline, optimized (the default) or eager")
+    settings = settings_from_args(args)
+    source = resolve_model(settings)
+    config = engine_config(EngineProfile.named(args.profile or "optimized"), source, settings.engine)
+    argv = ["vllm", "serve", str(source.path)]
+    for name, value in config.engine_kwargs().items():
+        if name == "model" or name in SERVER_ONLY:
+            continue
+        argv += _flag(name, value)
+    for name in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
+        value = getattr(args, name)
+        if value:
+            argv += _flag(name, value)
+    if args.distributed_executor_backend:
+        argv += _flag("distributed_executor_backend", args.distributed_executor_backend)
+    argv += ["--enable-per-request-metrics", "--host", args.host, "--port", str(args.port)]
+    if settings.api_key:
+        argv += ["--api-key", settings.api_key]
+    return argv, config.env_values()
+
+
+def _flag(name: str, value: Any) -> list[str]:
+    flag = "--" + name.replace("_", "-")
+    if isinstance(value, bool):
+        return [flag] if value else []
+    if isinstance(value, dict | list):
+        return [flag, json.dumps(value, separators=(",", ":"))]
+    return [flag, str(value)]
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    argv, env = serve_command(args)
+    if args.print:
+        shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+        print((shown + " " if shown else "") + shlex.join(argv))
+        return 0
+    executable = Path(sys.executable).with_name("vllm")
+    path = str(executable) if executable.exists() else shutil.which("vllm")
+    if path is None:
+        print("gemma-chat serve: vLLM's `vllm` command is not installed here.", file=sys.stderr)
+        return 2
+    print(f"gemma-chat serve: {shlex.join(argv)}", file=sys.stderr, flush=True)
+    os.execve(path, [path, *argv[1:]], {**os.environ, **env})
+    return 0  # not reached

@@ -1,0 +1,304 @@
+"""An engine on a vLLM server (``vllm serve``, one GPU box, several GPUs or a Ray cluster), behind
+the same ``Engine`` protocol as the in-process one.
+
+Prompts are rendered here, with the model's own chat template (so tools, history and parity work
+unchanged), and sent to ``/v1/completions`` with ``add_special_tokens=false`` (the template has
+``<bos>``), ``skip_special_tokens=false``, an explicit ``max_tokens`` and ``return_token_ids``: each
+chunk carries its new token ids (the first also the prompt's, which ``start`` compares with local
+tokenization). Figures while streaming are measured here (labelled client-side); when the stream
+ends, the server's own per-request timings replace them where it sends them
+(``--enable-per-request-metrics``). KV-cache use comes from ``/metrics``. Closing the stream
+aborts the request on the server. The OpenAI client never retries (``max_retries=0``): a failed
+turn is never generated twice. Media cannot travel as our pre-processed arrays; a request with
+media is refused before sending, with a message.
+"""
+
+from __future__ import annotations
+
+import time
+import urllib.parse
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from backend.engine.metrics import TurnMetrics
+from backend.engine.protocol import (
+    Cancelled,
+    Delta,
+    EngineInfo,
+    EngineRequest,
+    Failed,
+    Finished,
+    MetricsUpdate,
+    ProgressCallback,
+    Started,
+    TurnEvent,
+)
+from backend.errors import EngineStartFailed
+from backend.messages import ChatMessage, PromptRenderer, RenderedPrompt
+
+CONNECT_TIMEOUT_S = 10.0
+
+
+class RemoteEngine:
+    """One engine path served by a vLLM server at ``url`` (``http://host:port``)."""
+
+    def __init__(
+        self, url: str, tokenizer_dir: Path | None, api_key: str | None = None, name: str = ""
+    ) -> None:
+        self.url = url.rstrip("/").removesuffix("/v1")
+        self.tokenizer_dir = tokenizer_dir
+        self.api_key = api_key
+        self.name = name
+        self.info: EngineInfo | None = None
+        self.served_model = ""
+        self.server_args: dict[str, Any] = {}
+        self._client: Any = None
+        self._renderer: PromptRenderer | None = None
+        self._streams: dict[str, Any] = {}
+        self._cancelled: set[str] = set()
+        self.last_prompt_token_ids: tuple[int, ...] = ()
+        """The prompt as the server tokenized it, from the last turn's first chunk."""
+
+    @property
+    def where(self) -> str:
+        return f"remote: {urllib.parse.urlsplit(self.url).netloc or self.url}"
+
+    async def start(self, progress: ProgressCallback | None = None) -> EngineInfo:
+        if self.info is not None:
+            return self.info
+        import httpx
+        from openai import AsyncOpenAI
+
+        say = progress or (lambda _stage: None)
+        say(f"connecting to {self.url}")
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        try:
+            async with httpx.AsyncClient(timeout=CONNECT_TIMEOUT_S, headers=headers) as http:
+                (await http.get(f"{self.url}/health")).raise_for_status()
+                models = await http.get(f"{self.url}/v1/models")
+        except httpx.HTTPError as error:
+            raise EngineStartFailed(
+                f"The vLLM server at {self.url} cannot be reached ({_http_reason(error)}).",
+                "Check that `vllm serve` (or `gemma-chat serve`) runs there and the URL is right.",
+            ) from None
+        if models.status_code in (401, 403):
+            raise EngineStartFailed(
+                f"The vLLM server at {self.url} refused the API key ({models.status_code}).",
+                "Pass the server's key with --api-key or GEMMA_CHAT_API_KEY.",
+            )
+        if models.status_code != 200:
+            raise EngineStartFailed(
+                f"The vLLM server at {self.url} answered /v1/models with {models.status_code}."
+            )
+        served = models.json().get("data") or [{}]
+        self.served_model = str(served[0].get("id", ""))
+        max_len = int(served[0].get("max_model_len") or 0)
+        tokenizer = self.tokenizer_dir or Path(self.served_model)
+        if (
+            not (tokenizer / "tokenizer_config.json").is_file()
+            and not (tokenizer / "tokenizer.json").is_file()
+        ):
+            raise EngineStartFailed(
+                f"The server serves {self.served_model!r}, and its chat template is not on this machine.",
+                "Pass --model DIR with that model's tokenizer files (the weights are not needed here).",
+            )
+        import asyncio
+
+        self._renderer = await asyncio.to_thread(PromptRenderer.for_model, str(tokenizer))
+        self._client = AsyncOpenAI(base_url=f"{self.url}/v1", api_key=self.api_key or "none", max_retries=0)
+        self.server_args = {"server": self.url, "served_model": self.served_model}
+        self.info = EngineInfo(
+            model=self.served_model,
+            max_model_len=max_len,
+            modalities=frozenset({"text"}),
+            engine_args=self.server_args,
+        )
+        say("ready")
+        return self.info
+
+    async def stream(self, request: EngineRequest) -> AsyncIterator[TurnEvent]:
+        rid = request.request_id
+        if self._client is None:
+            yield Failed(rid, "The server engine is not connected; start it first.", "not_running")
+            return
+        if request.multi_modal_data:
+            kinds = ", ".join(sorted(request.multi_modal_data))
+            yield Failed(
+                rid, f"Attachments ({kinds}) cannot be sent to a vLLM server yet: send text.", "rejected"
+            )
+            return
+        import openai
+
+        text: list[str] = []
+        token_ids: list[int] = []
+        prompt_ids: list[int] = []
+        finish_reason = "stop"
+        server_metrics: dict[str, Any] | None = None
+        started = time.perf_counter()
+        first: float | None = None
+        last = started
+        yield Started(rid)
+        try:
+            stream = await self._client.completions.create(**_completion_args(self.served_model, request))
+            self._streams[rid] = stream
+            async for chunk in stream:
+                if getattr(chunk, "metrics", None) is not None:
+                    server_metrics = _plain(chunk.metrics)
+                for choice in chunk.choices or ():
+                    extra = choice.model_extra or {}
+                    prompt_ids = list(extra.get("prompt_token_ids") or prompt_ids)
+                    new = list(extra.get("token_ids") or ())
+                    if new or choice.text:
+                        now = time.perf_counter()
+                        first = now if first is None else first
+                        last = now
+                        text.append(choice.text)
+                        token_ids.extend(new)
+                        yield Delta(rid, choice.text, tuple(new))
+                        yield MetricsUpdate(rid, _client_metrics(prompt_ids, token_ids, started, first, last))
+                    if choice.finish_reason:
+                        finish_reason = str(choice.finish_reason)
+        except openai.APIStatusError as error:
+            yield Failed(
+                rid,
+                f"The server at {self.url} refused the turn ({error.status_code}): {_api_reason(error)}",
+                "rejected",
+            )
+            return
+        except openai.APIConnectionError as error:
+            yield Failed(
+                rid,
+                f"The server at {self.url} stopped answering ({error}). Your prompt is kept.",
+                "engine_died",
+            )
+            return
+        finally:
+            self._streams.pop(rid, None)
+            self.last_prompt_token_ids = tuple(prompt_ids)
+        metrics = _final_metrics(prompt_ids, token_ids, started, first, last, server_metrics)
+        if rid in self._cancelled:
+            self._cancelled.discard(rid)
+            yield Cancelled(rid, "".join(text), tuple(token_ids), metrics)
+            return
+        yield Finished(rid, "".join(text), tuple(token_ids), metrics, finish_reason)
+
+    async def abort(self, request_id: str) -> None:
+        """Closing the stream is how a server learns to abort the request."""
+        stream = self._streams.pop(request_id, None)
+        if stream is not None:
+            self._cancelled.add(request_id)
+            await stream.close()
+
+    async def shutdown(self) -> None:
+        for rid in list(self._streams):
+            await self.abort(rid)
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+        self.info = None
+
+    def _prompt_renderer(self) -> PromptRenderer:
+        if self._renderer is None:
+            raise EngineStartFailed("The server engine is not connected yet.")
+        return self._renderer
+
+    def render(
+        self, messages: list[ChatMessage], tools: list[dict[str, Any]] | None = None
+    ) -> RenderedPrompt:
+        return self._prompt_renderer().render(messages, tools)
+
+    def decode(self, token_ids: list[int]) -> str:
+        return str(self._prompt_renderer().tokenizer.decode(token_ids))
+
+    def prompt_token_ids(self, prompt: str) -> list[int]:
+        """Local tokenization of a rendered prompt (what the server must get too)."""
+        return list(self._prompt_renderer().tokenizer(prompt, add_special_tokens=False)["input_ids"])
+
+
+def _completion_args(model: str, request: EngineRequest) -> dict[str, Any]:
+    sampling = request.sampling
+    body: dict[str, Any] = {
+        "return_token_ids": True,
+        "add_special_tokens": False,
+        "skip_special_tokens": False,
+        "spaces_between_special_tokens": False,
+        "ignore_eos": sampling.ignore_eos,
+    }
+    if sampling.top_k:
+        body["top_k"] = sampling.top_k
+    return {
+        "model": model,
+        "prompt": request.prompt,
+        "max_tokens": sampling.max_tokens,
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "seed": sampling.seed,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "extra_body": body,
+    }
+
+
+def _client_metrics(
+    prompt_ids: list[int], token_ids: list[int], started: float, first: float | None, last: float
+) -> TurnMetrics:
+    ttft = first - started if first is not None else None
+    decode_s = last - first if first is not None and last > first else None
+    rate = (len(token_ids) - 1) / decode_s if decode_s and len(token_ids) > 1 else None
+    return TurnMetrics(
+        prompt_tokens=len(prompt_ids),
+        generated_tokens=len(token_ids),
+        ttft_s=ttft,
+        decode_tokens_per_s=rate,
+        rolling_decode_tokens_per_s=rate,
+        e2e_s=last - started if first is not None else None,
+    )
+
+
+def _final_metrics(
+    prompt_ids: list[int],
+    token_ids: list[int],
+    started: float,
+    first: float | None,
+    last: float,
+    server: dict[str, Any] | None,
+) -> TurnMetrics:
+    """The server's own timings where it sent them, else the client's."""
+    from dataclasses import replace
+
+    metrics = _client_metrics(prompt_ids, token_ids, started, first, last)
+    if not server:
+        return metrics
+    ttft_ms, generation_ms = server.get("time_to_first_token_ms"), server.get("generation_time_ms")
+    spec = server.get("speculative_decoding") or {}
+    decode = (len(token_ids) - 1) / (generation_ms / 1000) if generation_ms and len(token_ids) > 1 else None
+    return replace(
+        metrics,
+        ttft_s=ttft_ms / 1000 if ttft_ms is not None else metrics.ttft_s,
+        decode_tokens_per_s=decode or metrics.decode_tokens_per_s,
+        e2e_s=(ttft_ms + generation_ms) / 1000
+        if ttft_ms is not None and generation_ms is not None
+        else metrics.e2e_s,
+        mean_acceptance_length=spec.get("mean_acceptance_length"),
+    )
+
+
+def _plain(value: Any) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return value
+    dump = getattr(value, "model_dump", None)
+    return dict(dump()) if dump is not None else {}
+
+
+def _api_reason(error: Any) -> str:
+    body = getattr(error, "body", None)
+    if isinstance(body, dict):
+        message = body.get("message") or (body.get("error") or {}).get("message")
+        if message:
+            return str(message)[:300]
+    return str(error)[:300]
+
+
+def _http_reason(error: Exception) -> str:
+    return str(error) or type(error).__name__

@@ -1,0 +1,92 @@
+"""From MCP to gemma-chat: a server's tool as a ``Tool`` named ``SERVER.tool``, and a call's result
+as what the model reads back.
+
+A tool is read-only (no approval asked under the default policy) only where its server says so
+(``annotations.readOnlyHint``); everything else counts as having side effects. A result's text
+blocks are joined; an image or audio block is described (type and size), since the tool loop
+gives the model text; structured content without text is returned as JSON. A result marked as
+an error, content of unknown kinds or a reply that is not a tool result raise ``McpToolError``
+with the server's own words, which the runner hands to the model as the call's error.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+from backend.errors import GemmaChatError
+from backend.tools.spec import Tool, strip_titles
+
+TOOL_NAME = re.compile(r"[^A-Za-z0-9_\-]")
+MAX_DESCRIPTION = 1024
+
+
+class McpToolError(GemmaChatError):
+    """An MCP tool call that did not give a usable result."""
+
+
+def offered_name(server: str, tool: str) -> str:
+    """``SERVER.tool``, with characters Gemma 4's call syntax cannot carry replaced by ``_``."""
+    return f"{server}.{TOOL_NAME.sub('_', tool) or '_'}"
+
+
+def to_tool(server: str, listed: Any, call: Callable[..., Any], timeout_s: float) -> Tool:
+    """``listed`` is an ``mcp_types.Tool``; ``call(**arguments)`` runs it on the server."""
+    schema = listed.input_schema if isinstance(listed.input_schema, dict) else {}
+    schema = strip_titles({"type": "object", "properties": {}, **schema})
+    annotations = listed.annotations
+    read_only = bool(annotations is not None and annotations.read_only_hint)
+    description = " ".join((listed.description or listed.title or listed.name).split())[:MAX_DESCRIPTION]
+    return Tool(
+        name=offered_name(server, listed.name),
+        description=description,
+        function=call,
+        arguments_model=None,
+        side_effects=not read_only,
+        timeout_s=timeout_s,
+        schema=schema,
+        source=f"mcp: {server}",
+    )
+
+
+def result_value(server: str, result: Any) -> Any:
+    """What the model reads back from an ``mcp_types.CallToolResult``."""
+    import mcp_types
+
+    if not isinstance(result, mcp_types.CallToolResult):
+        raise McpToolError(f"MCP server {server} answered with no tool result ({type(result).__name__}).")
+    parts = [_block(server, block) for block in result.content or []]
+    text = "\n".join(p for p in parts if p)
+    if result.is_error:
+        raise McpToolError(f"{server}: {text or 'the tool failed (no message)'}")
+    if not text and result.structured_content is not None:
+        return json.loads(json.dumps(result.structured_content, default=str))
+    return text
+
+
+def _block(server: str, block: Any) -> str:
+    import mcp_types
+
+    if isinstance(block, mcp_types.TextContent):
+        return block.text
+    if isinstance(block, mcp_types.ImageContent | mcp_types.AudioContent):
+        kind = "image" if isinstance(block, mcp_types.ImageContent) else "audio"
+        return f"[{kind} {block.mime_type}, {_size(block.data)} bytes]"
+    if isinstance(block, mcp_types.EmbeddedResource):
+        resource = block.resource
+        return getattr(resource, "text", None) or f"[resource {resource.uri}]"
+    if isinstance(block, mcp_types.ResourceLink):
+        return f"[resource {block.uri}]"
+    raise McpToolError(
+        f"MCP server {server} returned content gemma-chat cannot read ({type(block).__name__})."
+    )
+
+
+def _size(data: str) -> int:
+    try:
+        return len(base64.b64decode(data, validate=False))
+    except ValueError:
+        return len(data)
