@@ -178,3 +178,30 @@ def test_ask_compare_prints_both_paths_speedup_and_verdict() -> None:
     verdict = lines[-1]
     assert verdict.startswith("── compare: speed-up: decode ") and "end-to-end" in verdict
     assert "parity: identical (" in verdict, "float32 greedy tokens must match across paths"
+
+
+def test_serve_prints_the_paths_own_vllm_serve_line() -> None:
+    out = _gemma_chat("serve", "--demo", "--print", "--speculation", "mtp", "--port", "8123")
+    assert out.returncode == 0, out.stderr
+    line = out.stdout.strip()
+    assert "backend.compat.vllm_cli serve " in line or " serve " in line
+    assert "--speculative-config" in line and '"num_speculative_tokens":2' in line
+    assert "--enable-per-request-metrics" in line and "--port 8123" in line and "--seed 0" in line
+    assert "--disable-log-stats" not in line, "false flags are left out"
+    multi = _gemma_chat(
+        "serve",
+        "--demo",
+        "--print",
+        "--profile",
+        "baseline",
+        "--tensor-parallel-size",
+        "2",
+        "--pipeline-parallel-size",
+        "2",
+        "--distributed-executor-backend",
+        "ray",
+    ).stdout
+    assert "--tensor-parallel-size 2 --pipeline-parallel-size 2 --distributed-executor-backend ray" in multi
+    assert "--speculative-config" not in multi and "GEMMA_CHAT_CPU_LINEAR" not in multi, "the baseline as is"
+    refused = _gemma_chat("serve", "--demo", "--print", "--profile", "compare")
+    assert refused.returncode == 2 and "one path" in refused.stderr

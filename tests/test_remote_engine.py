@@ -1,0 +1,204 @@
+"""The engine on a real vLLM server: `gemma-chat serve` starts `vllm serve` (CPU build) on the tiny
+checkpoint on 127.0.0.1 (float32, the eager path for start-up time); the remote engine must give
+the in-process engine's greedy tokens, the server's prompt token ids must be local tokenization,
+figures must come back, a cancel must free the server, compare must say identical, and a killed
+server must give a readable failure while the client keeps working."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from backend.checkpoints import GeneratedCheckpoint
+from backend.engine.protocol import Cancelled, Delta, EngineRequest, Failed, Finished, SamplingSettings
+from backend.engine.remote import RemoteEngine
+from backend.engine.vllm import VllmEngine
+from backend.errors import EngineStartFailed
+from backend.messages import ChatMessage
+
+pytestmark = pytest.mark.engine
+ROOT = Path(__file__).resolve().parents[1]
+START_TIMEOUT_S = 300
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(tiny: GeneratedCheckpoint, gemma_home: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    port = _free_port()
+    (gemma_home / "logs").mkdir(parents=True, exist_ok=True)
+    log = (gemma_home / "logs" / "vllm-serve.log").open("wb")
+    flags = [
+        "--model",
+        str(tiny.model),
+        "--dtype",
+        "float32",
+        "--max-model-len",
+        "1024",
+        "--kv-cache-gib",
+        "1",
+    ]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--profile", "eager", "--port", str(port), *flags],
+        cwd=ROOT,
+        env={**os.environ, "GEMMA_CHAT_HOME": str(gemma_home)},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        assert process.poll() is None, f"vllm serve exited: see {log.name}"
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=2) as answer:
+                if answer.status == 200:
+                    break
+        except OSError:
+            pass
+        assert time.monotonic() < deadline, "vllm serve did not become healthy"
+        time.sleep(1)
+    yield url, process
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+    log.close()
+
+
+def _request(engine: RemoteEngine | VllmEngine, rid: str, text: str, tokens: int = 24) -> EngineRequest:
+    prompt = engine.render([ChatMessage("user", text)]).text
+    return EngineRequest(rid, prompt, sampling=SamplingSettings(max_tokens=tokens, ignore_eos=True))
+
+
+def _running(url: str) -> float:
+    with urllib.request.urlopen(f"{url}/metrics", timeout=5) as answer:
+        for line in answer.read().decode().splitlines():
+            if line.startswith("vllm:num_requests_running"):
+                return float(line.rsplit(" ", 1)[1])
+    return -1.0
+
+
+async def test_the_server_gives_the_in_process_engines_tokens(
+    server: tuple[str, subprocess.Popen[bytes]], tiny: GeneratedCheckpoint, eager_engine: VllmEngine
+) -> None:
+    url, _ = server
+    remote = RemoteEngine(url, tiny.model, name="optimized")
+    info = await remote.start()
+    assert info.max_model_len == 1024 and info.engine_args["server"] == url
+    try:
+        for text in ("Hello there, how are you?", "Write a haiku about rivers."):
+            request = _request(remote, f"remote-{len(text)}", text)
+            events = [event async for event in remote.stream(request)]
+            final = events[-1]
+            assert isinstance(final, Finished), final
+            local = [
+                event
+                async for event in eager_engine.stream(_request(eager_engine, f"local-{len(text)}", text))
+            ]
+            assert isinstance(local[-1], Finished)
+            assert final.token_ids == local[-1].token_ids, "greedy tokens as in process"
+            assert final.text == local[-1].text
+            assert list(remote.last_prompt_token_ids) == remote.prompt_token_ids(request.prompt)
+            assert sum(len(e.token_ids) for e in events if isinstance(e, Delta)) == 24
+            m = final.metrics
+            assert m.generated_tokens == 24 and m.prompt_tokens == len(remote.last_prompt_token_ids)
+            assert m.ttft_s is not None and m.ttft_s > 0 and m.decode_tokens_per_s and m.e2e_s
+    finally:
+        await remote.shutdown()
+
+
+async def test_a_cancel_frees_the_server(
+    server: tuple[str, subprocess.Popen[bytes]], tiny: GeneratedCheckpoint
+) -> None:
+    url, _ = server
+    remote = RemoteEngine(url, tiny.model)
+    await remote.start()
+    request = _request(remote, "long", "Tell me a very long story.", tokens=900)
+    seen = 0
+    final = None
+    async for event in remote.stream(request):
+        if isinstance(event, Delta):
+            seen += 1
+            if seen == 3:
+                await remote.abort("long")
+        final = event
+    assert isinstance(final, Cancelled) and 0 < len(final.token_ids) < 900
+    deadline = time.monotonic() + 20
+    while _running(url) != 0:
+        assert time.monotonic() < deadline, "the server kept generating after the stream closed"
+        await asyncio.sleep(0.2)
+    await remote.shutdown()
+
+
+def test_compare_against_the_server_says_identical(
+    server: tuple[str, subprocess.Popen[bytes]], tiny: GeneratedCheckpoint, gemma_home: Path
+) -> None:
+    """`ask --profile compare` with both paths on servers (the same one twice: nothing applies)."""
+    url, _ = server
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "app.cli",
+            "ask",
+            "--model",
+            str(tiny.model),
+            "--profile",
+            "compare",
+            "--server",
+            url,
+            "--baseline-server",
+            url,
+            "--no-tools",
+            "--max-tokens",
+            "16",
+            "Hello!",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "GEMMA_CHAT_HOME": str(gemma_home)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "parity: identical (16 tokens)" in run.stdout + run.stderr
+    assert "optimized = baseline on this machine: nothing applies" in run.stdout + run.stderr
+
+
+async def test_no_server_and_a_killed_server_give_readable_failures(
+    server: tuple[str, subprocess.Popen[bytes]], tiny: GeneratedCheckpoint
+) -> None:
+    with pytest.raises(EngineStartFailed, match="cannot be reached"):
+        await RemoteEngine(f"http://127.0.0.1:{_free_port()}", tiny.model).start()
+    url, process = server
+    remote = RemoteEngine(url, tiny.model)
+    await remote.start()
+    request = _request(remote, "doomed", "Count to a thousand.", tokens=900)
+    final = None
+    async for event in remote.stream(request):
+        if isinstance(event, Delta) and process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        final = event
+    assert isinstance(final, Failed | Finished | Cancelled)
+    if isinstance(final, Failed):
+        assert "stopped answering" in final.message or "refused" in final.message
+    after = [event async for event in remote.stream(_request(remote, "after", "Still there?"))]
+    assert isinstance(after[-1], Failed) and "stopped answering" in after[-1].message
+    await remote.shutdown()
