@@ -164,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser(
         "serve",
         help="run vLLM's server (`vllm serve`) with exactly a path's arguments and environment "
-        "(--profile baseline|optimized), for `--server URL` (one GPU box, several GPUs, a Ray cluster)",
+        "(--profile baseline|optimized|eager), for `--server URL` (one GPU box, several GPUs, a Ray cluster)",
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")

@@ -3,7 +3,8 @@ interleaved and repeated, with the parity verdict beside every speed-up.
 
 Order: measure the machine's roofs; start every path's engine and warm each up (not measured);
 then ``repetitions`` times, each workload on each path back to back, the order alternating
-(A B, B A, A B, …) so that drift on the machine falls on both paths alike. An idle engine
+(A B, B A, A B, …) so that drift on the machine falls on both paths alike, each run from an empty
+prefix cache. An idle engine
 spends no CPU, so both stay up; where the machine's free memory cannot hold a second engine
 the paths run one after the other instead (and the report says so). Where both paths would
 get identical engine arguments and environment only one engine runs: the report says that
@@ -156,10 +157,19 @@ async def run_interleaved(
         order = names if rep % 2 == 0 else names[::-1]
         for workload in options.workloads:
             for name in order:
+                await _cold(engines[name])
                 tick = counters.ticker(f"{name}: {workload}", workload)
                 run = await _run_workload(engines[name], name, workload, sets, workloads, options, tick, rep)
                 runs[name][workload].append(run)
     return runs
+
+
+async def _cold(engine: Engine) -> None:
+    """Every repetition starts from an empty prefix cache: else the second and later ones would
+    measure the first one's cached prompts (within a repetition, a chat's turns still share it)."""
+    forget = getattr(engine, "forget_cached_prompts", None)
+    if forget is not None:
+        await forget()
 
 
 class _Counters:

@@ -209,6 +209,13 @@ class VllmEngine:
     def decode(self, token_ids: list[int]) -> str:
         return str(self._prompt_renderer().tokenizer.decode(token_ids))
 
+    async def forget_cached_prompts(self) -> None:
+        """Empty the prefix cache (and the media encoder's), so the next request is served cold."""
+        if self._llm is None:
+            return
+        await self._llm.reset_prefix_cache()
+        await self._llm.reset_encoder_cache()
+
     async def abort(self, request_id: str) -> None:
         if self._llm is None:
             return
