@@ -74,7 +74,7 @@ def test_a_claude_desktop_file_reads_unchanged(tmp_path: Path) -> None:
     assert servers["git"].env == {"A": "1"} and servers["git"].enabled
     assert servers["remote"].url == "http://127.0.0.1:9/mcp" and servers["remote"].headers == {"X-Key": "k"}
     assert not servers["off"].enabled
-    config = McpSettings(import_file=str(path), servers={"git": stdio()})
+    config = McpSettings.model_validate({"import": str(path), "servers": {"git": stdio()}})
     merged = configured_servers(config)
     assert merged["git"].command == sys.executable, "config.toml's server of the same name wins"
     assert set(merged) == {"git", "remote", "off"}
@@ -238,7 +238,7 @@ async def test_an_mcp_call_asks_first_and_shows_its_server_in_the_timeline(tmp_p
     )
     call = format_call("t.note", {"text": "buy milk"}) + "<|tool_response>"
     factory, engines = _scripted([call, "Noted."])
-    app, _ = make_app(tmp_path, factory, mcp=McpSettings(import_file=str(config)))
+    app, _ = make_app(tmp_path, factory, mcp=McpSettings.model_validate({"import": str(config)}))
     async with app.run_test() as pilot:
         await wait_until(pilot, lambda: app.status.mcp == "mcp 1/1")
         assert any(c.title == "MCP: restart t" for c in app.mcp_commands())

@@ -202,3 +202,14 @@ async def test_no_server_and_a_killed_server_give_readable_failures(
     after = [event async for event in remote.stream(_request(remote, "after", "Still there?"))]
     assert isinstance(after[-1], Failed) and "stopped answering" in after[-1].message
     await remote.shutdown()
+
+
+def test_compare_says_where_each_path_runs() -> None:
+    from backend.chat.compare import path_differences
+    from backend.engine.protocol import EngineInfo
+
+    local = EngineInfo("m", 1024, frozenset({"text"}), {"model": "m", "dtype": "float32"})
+    remote = EngineInfo("m", 1024, frozenset({"text"}), {"server": "http://gpu:8000", "served_model": "m"})
+    (difference,) = path_differences(local, remote)
+    assert difference.label() == "optimized on http://gpu:8000, baseline in process"
+    assert path_differences(remote, remote) == (), "the same server twice: nothing differs"

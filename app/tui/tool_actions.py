@@ -137,7 +137,7 @@ class ToolActions:
             self.notify("Tools are off (tools.enabled = false).")
             return
         lines = [
-            f"{t.name}{' (side effects)' if t.side_effects else ''} [{t.source}]: {t.description}"
+            f"{t.name} ({t.source}{', side effects' if t.side_effects else ''}): {t.description}"
             for t in self.tools.registry.tools.values()
         ]
         servers = [f"MCP {s.describe()}" for s in self.mcp.statuses()] if self.mcp is not None else []

@@ -34,6 +34,8 @@ class PathDifference:
             return f"{method} speculation ({value.get('num_speculative_tokens')} drafts)"
         if self.name == f"env {KERNEL_ENV}":
             return "bf16 linear kernel"
+        if self.name == "where":
+            return f"optimized {value}, baseline {self.baseline}"
         if value is None:
             return f"no {self.name}"
         return f"{self.name}={_short(value)}"
@@ -49,7 +51,12 @@ HIDDEN = {"per_request_spec_decode_metrics", f"env {THREADS_ENV}"}
 
 
 def path_differences(baseline: EngineInfo, optimized: EngineInfo) -> tuple[PathDifference, ...]:
-    """Every engine argument and environment variable the two paths' engines differ in."""
+    """Every engine argument and environment variable the two paths' engines differ in; where a
+    path runs on a vLLM server (whose arguments are the server's), where each one runs."""
+    servers = (baseline.engine_args.get("server"), optimized.engine_args.get("server"))
+    if any(servers):
+        where = tuple(f"on {url}" if url else "in process" for url in servers)
+        return () if where[0] == where[1] else (PathDifference("where", where[0], where[1]),)
     found: list[PathDifference] = []
     for prefix, base, opt in (
         ("", baseline.engine_args, optimized.engine_args),
