@@ -7,11 +7,10 @@ caller if it can read it.
 
 from __future__ import annotations
 
-import os
 import threading
 from types import TracebackType
 
-import psutil
+from backend.engine.platform import process_tree_rss
 
 
 class PeakMemory:
@@ -37,20 +36,8 @@ class PeakMemory:
             self.sample()
 
     def sample(self) -> None:
-        self.peak_bytes = max(self.peak_bytes, tree_rss())
+        self.peak_bytes = max(self.peak_bytes, process_tree_rss())
 
     @property
     def peak_gib(self) -> float:
         return self.peak_bytes / 2**30
-
-
-def tree_rss() -> int:
-    """Resident bytes of this process and all its descendants, now."""
-    me = psutil.Process(os.getpid())
-    total = 0
-    for process in [me, *me.children(recursive=True)]:
-        try:
-            total += process.memory_info().rss
-        except psutil.Error:
-            continue
-    return total

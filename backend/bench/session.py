@@ -21,15 +21,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-import psutil
-
-from backend.bench.memory import PeakMemory, tree_rss
+from backend.bench.memory import PeakMemory
 from backend.bench.options import BenchOptions, Progress
 from backend.bench.peer import PeerRun
 from backend.bench.report import BenchReport, PathRun
 from backend.bench.workload_runs import BenchPrompt, WorkloadRun, run_chat, run_sequential, run_throughput
 from backend.bench.workloads import Workloads, load_workloads
 from backend.engine.model_source import ModelSource
+from backend.engine.platform import process_tree_rss, room_for_another
 from backend.engine.profiles import EngineConfig, EngineProfile, engine_config
 from backend.engine.protocol import Engine
 from backend.engine.vllm import VllmEngine
@@ -74,8 +73,6 @@ def prompt_sets(workloads: Workloads, options: BenchOptions) -> dict[str, list[B
 
 Runs = dict[str, dict[str, list[WorkloadRun]]]
 """Per path, per workload: one run per repetition."""
-SECOND_ENGINE_HEADROOM = 1.5
-"""Interleave only if free memory holds the first engine's footprint this many times over."""
 
 
 def path_configs(source: ModelSource, settings: Settings, options: BenchOptions) -> dict[str, EngineConfig]:
@@ -107,11 +104,11 @@ async def measure_paths(
     runs: Runs = {}
     try:
         names = list(configs)
-        footprint = tree_rss()
+        footprint = process_tree_rss()
         engines[names[0]] = await _start(names[0], source, configs[names[0]], progress, log_dir)
-        footprint = tree_rss() - footprint
-        room = psutil.virtual_memory().available
-        if len(names) == 1 or room > SECOND_ENGINE_HEADROOM * footprint:
+        footprint = process_tree_rss() - footprint
+        fits, room = room_for_another(footprint)
+        if len(names) == 1 or fits:
             for name in names[1:]:
                 engines[name] = await _start(name, source, configs[name], progress, log_dir)
             for name in names:

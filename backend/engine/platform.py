@@ -1,4 +1,5 @@
-"""What this machine gives an engine: a GPU or not, and a context window its memory can hold."""
+"""What this machine gives an engine: a GPU or not, a context window its memory can hold, and
+whether its free memory holds one more engine beside those running."""
 
 from __future__ import annotations
 
@@ -25,3 +26,30 @@ def default_max_model_len(total_memory_bytes: int | None = None) -> int:
     if gib < 48:
         return 8192
     return 32768
+
+
+ENGINE_HEADROOM = 1.5
+"""Another engine starts beside running ones only where free memory holds this many times the
+footprint of one."""
+
+
+def process_tree_rss() -> int:
+    """Resident bytes of this process and all its descendants (engines' processes), now."""
+    import psutil
+
+    me = psutil.Process()
+    total = 0
+    for process in [me, *me.children(recursive=True)]:
+        try:
+            total += process.memory_info().rss
+        except psutil.Error:
+            continue
+    return total
+
+
+def room_for_another(footprint_bytes: int) -> tuple[bool, int]:
+    """Whether one more engine of ``footprint_bytes`` fits in free memory, and the free bytes."""
+    import psutil
+
+    free = int(psutil.virtual_memory().available)
+    return free > ENGINE_HEADROOM * footprint_bytes, free

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from backend.engine.model_source import ModelSource
-from backend.engine.platform import on_gpu
+from backend.engine.platform import on_gpu, process_tree_rss, room_for_another
 from backend.engine.profiles import Argument, EngineConfig, EngineProfile, engine_config
 from backend.engine.prompt_sets import parity_prompts
 from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
@@ -38,7 +38,6 @@ PROBE_PROMPTS = 6
 PROBE_TOKENS = 64
 RECORDS_SETTLE_S = 0.1
 """The engine's last iteration record of a request reaches the stat logger just after its output."""
-ENGINE_HEADROOM = 1.5
 PROBE_KV_CACHE_GIB = 1
 """The probe's requests are short: a small KV cache lets every candidate's engine stay up at once."""
 
@@ -137,15 +136,11 @@ async def _measure(
 ) -> None:
     """All candidates up at once, taking turns per prompt (the order rotating); one after another
     where free memory cannot hold them all."""
-    import psutil
-
-    from backend.bench.memory import tree_rss
-
-    before, footprint = tree_rss(), 0
+    before, footprint = process_tree_rss(), 0
     for index, candidate in enumerate(candidates):
         if index == 1:
-            footprint = tree_rss() - before
-        if index >= 1 and psutil.virtual_memory().available < ENGINE_HEADROOM * footprint:
+            footprint = process_tree_rss() - before
+        if index >= 1 and not room_for_another(footprint)[0]:
             break
         say(f"starting the {candidate.label} engine ({index + 1} of {len(candidates)})")
         await _start(candidate, log_dir, requests[0])
