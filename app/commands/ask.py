@@ -31,9 +31,6 @@ from backend.tools.runner import Decision
 from backend.tools.spec import Tool, ToolCall
 from backend.tools.timeline import call_signature
 
-MCP_START_WAIT_S = 60.0
-"""The longest the turn waits for MCP servers still starting (each has its own timeout too)."""
-
 
 def run_ask(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
@@ -42,19 +39,19 @@ def run_ask(args: argparse.Namespace) -> int:
     ]  # before engines
     profiles = ["baseline", "optimized"] if args.profile == COMPARE else [settings.profile]
     log = new_log_path("ask")  # the engines' own output, and what a failed start is diagnosed from
-    in_process = [name for name in profiles if not server_for(settings, name)]
-    source = resolve_model(settings) if in_process else None
-    if source is not None:
+    engines: dict[str, Engine] = {
+        name: remote_engine(settings, url, name) for name in profiles if (url := server_for(settings, name))
+    }
+    in_process = [name for name in profiles if name not in engines]
+    model_name = str(settings.server or settings.baseline_server)
+    if in_process:
+        source = resolve_model(settings)
         check_towers({a.kind for a in attachments}, source.modalities(), source.name)
-    engines: dict[str, Engine] = {}
-    for name in profiles:
-        url = server_for(settings, name)
-        if url:
-            engines[name] = remote_engine(settings, url, name)
-        else:
-            assert source is not None
-            engines[name] = make_engine(settings, source, name, len(in_process), log)
-    model_name = source.name if source is not None else str(settings.server or settings.baseline_server)
+        engines.update(
+            {name: make_engine(settings, source, name, len(in_process), log) for name in in_process}
+        )
+        model_name = source.name
+    engines = {name: engines[name] for name in profiles}  # baseline first, as compare runs them
     messages = [ChatMessage("system", args.system)] if args.system else []
     messages.append(ChatMessage("user", args.prompt, media=tuple(a.kind for a in attachments)))  # type: ignore[misc]
     options = TurnOptions(
@@ -114,7 +111,7 @@ async def _ask(
             out.progress(f"starting the {name} engine on {model}…")
             targets.append(PathEngine(name, engine, await engine.start(out.progress)))
         if host is not None:
-            await asyncio.to_thread(host.wait_settled, MCP_START_WAIT_S)
+            await asyncio.to_thread(host.wait_settled)
             for status in host.statuses():
                 if status.state == "failed":
                     console.write(f"gemma-chat: MCP server {status.describe()}\n")

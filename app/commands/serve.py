@@ -18,9 +18,6 @@ from app.commands.flags import settings_from_args
 from backend.engine.factory import resolve_model
 from backend.engine.profiles import EngineProfile, engine_config
 
-SERVER_ONLY = {"enable_logging_iteration_details"}
-"""In-process arguments a server does not need."""
-
 
 def serve_command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
     """``vllm serve …`` and the environment it runs with, for the chosen path."""
@@ -31,7 +28,7 @@ def serve_command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
     config = engine_config(EngineProfile.named(args.profile or "optimized"), source, settings.engine)
     argv = ["vllm", "serve", str(source.path)]
     for name, value in config.engine_kwargs().items():
-        if name == "model" or name in SERVER_ONLY:
+        if name == "model":
             continue
         argv += _flag(name, value)
     for name in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):

@@ -16,8 +16,6 @@ from backend.tools.from_settings import mcp_host, tool_runner
 from backend.tools.mcp.host import ServerStatus
 from backend.tools.spec import Tool
 
-START_GRACE_S = 5.0
-
 
 def approval_rule(tool: Tool, policy: str) -> str:
     if policy == "never":
@@ -40,8 +38,7 @@ def run_tools(args: argparse.Namespace) -> int:
     host = mcp_host(settings, paths.logs_dir())
     try:
         host.start()
-        longest = max((s.timeout_s for s in settings.mcp.servers.values()), default=30.0)
-        host.wait_settled(longest + START_GRACE_S)
+        host.wait_settled()
         runner = tool_runner(settings, mcp=host)
         tools = list(runner.registry.tools.values())
         statuses = host.statuses()

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from backend.bench.rows import Row, figure, num, rows_for
-from backend.bench.workload_runs import RequestResult, WorkloadRun
+from backend.bench.workload_runs import RequestResult, WorkloadRun, acceptance_of
 from backend.chat.compare import SAME_PATHS
 from backend.chat.parity import ParityReport, compare_tokens
 
@@ -79,7 +79,7 @@ class BenchReport:
             rows.extend(rows_for(name, b, o, peer, compute_roof, bandwidth_roof))
             if b and o:
                 parity[name] = _parity_over(b, o)
-            acceptance[name] = _acceptance(o)
+            acceptance[name] = acceptance_of(r for run in o for r in run.requests)
         peer_parity = _peer_parity(base, peer)
         meta = {**_meta(source, settings, options, costs), "schedule": schedule}
         roof_info = {
@@ -204,12 +204,6 @@ def _parity_over(base: list[WorkloadRun], opt: list[WorkloadRun]) -> ParityRepor
         for rid, result in _parity(b.requests, o.requests).results:
             results.append((rid if rep == 0 else f"{rid} (repetition {rep + 1})", result))
     return ParityReport(tuple(results))
-
-
-def _acceptance(runs: list[WorkloadRun]) -> float | None:
-    drafted = sum(r.metrics.drafted_tokens or 0 for run in runs for r in run.requests)
-    accepted = sum(r.metrics.accepted_tokens or 0 for run in runs for r in run.requests)
-    return accepted / drafted if drafted else None
 
 
 def _parity(base: tuple[RequestResult, ...], opt: tuple[RequestResult, ...]) -> ParityReport:

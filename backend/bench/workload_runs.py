@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,9 +60,16 @@ class WorkloadRun:
 
     @property
     def acceptance(self) -> float | None:
-        drafted = sum(r.metrics.drafted_tokens or 0 for r in self.requests)
-        accepted = sum(r.metrics.accepted_tokens or 0 for r in self.requests)
-        return accepted / drafted if drafted else None
+        return acceptance_of(self.requests)
+
+
+def acceptance_of(requests: Iterable[RequestResult]) -> float | None:
+    """Drafted tokens the target accepted, over ``requests`` (None where nothing was drafted)."""
+    drafted = accepted = 0
+    for r in requests:
+        drafted += r.metrics.drafted_tokens or 0
+        accepted += r.metrics.accepted_tokens or 0
+    return accepted / drafted if drafted else None
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,6 @@ media is refused before sending, with a message.
 from __future__ import annotations
 
 import time
-import urllib.parse
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -52,17 +51,12 @@ class RemoteEngine:
         self.name = name
         self.info: EngineInfo | None = None
         self.served_model = ""
-        self.server_args: dict[str, Any] = {}
         self._client: Any = None
         self._renderer: PromptRenderer | None = None
         self._streams: dict[str, Any] = {}
         self._cancelled: set[str] = set()
         self.last_prompt_token_ids: tuple[int, ...] = ()
         """The prompt as the server tokenized it, from the last turn's first chunk."""
-
-    @property
-    def where(self) -> str:
-        return f"remote: {urllib.parse.urlsplit(self.url).netloc or self.url}"
 
     async def start(self, progress: ProgressCallback | None = None) -> EngineInfo:
         if self.info is not None:
@@ -107,12 +101,11 @@ class RemoteEngine:
 
         self._renderer = await asyncio.to_thread(PromptRenderer.for_model, str(tokenizer))
         self._client = AsyncOpenAI(base_url=f"{self.url}/v1", api_key=self.api_key or "none", max_retries=0)
-        self.server_args = {"server": self.url, "served_model": self.served_model}
         self.info = EngineInfo(
             model=self.served_model,
             max_model_len=max_len,
             modalities=frozenset({"text"}),
-            engine_args=self.server_args,
+            engine_args={"server": self.url, "served_model": self.served_model},
         )
         say("ready")
         return self.info

@@ -80,7 +80,7 @@ class ProbeRun:
         return [sum(self.histogram[j:]) / steps if steps else 0.0 for j in range(1, self.drafts + 1)]
 
     def label(self) -> str:
-        return "none" if self.method == "none" else f"{self.method}@{self.drafts}"
+        return candidate_label(self.method, self.drafts)
 
     def describe(self) -> str:
         step = f", {self.step_ms:.1f} ms/step" if self.step_ms is not None else ""
@@ -131,6 +131,11 @@ class SpeculationChoice:
             float(doc["speedup_high"]),
             runs,
         )
+
+
+def candidate_label(method: str, drafts: int) -> str:
+    """``none``, ``mtp@2``, ``ngram@4``: how the probe names a candidate."""
+    return "none" if method == "none" else f"{method}@{drafts}"
 
 
 def tokens_per_step(histogram: tuple[int, ...], drafts: int, undrafted: int = 0) -> float:

@@ -24,6 +24,7 @@ from backend.engine.speculation.choice import (
     PROBE_DRAFTS,
     ProbeRun,
     SpeculationChoice,
+    candidate_label,
     choice_key,
     choose,
     store_choice,
@@ -70,7 +71,7 @@ class _Candidate:
 
     @property
     def label(self) -> str:
-        return "none" if self.method == "none" else f"{self.method}@{self.drafts}"
+        return candidate_label(self.method, self.drafts)
 
     def run(self) -> ProbeRun:
         decode = [s for s in self.steps if s.is_decode]
@@ -136,6 +137,7 @@ async def _measure(
 ) -> None:
     """All candidates up at once, taking turns per prompt (the order rotating); one after another
     where free memory cannot hold them all."""
+    started: list[tuple[_Candidate, VllmEngine]] = []
     before, footprint = process_tree_rss(), 0
     for index, candidate in enumerate(candidates):
         if index == 1:
@@ -143,30 +145,30 @@ async def _measure(
         if index >= 1 and not room_for_another(footprint)[0]:
             break
         say(f"starting the {candidate.label} engine ({index + 1} of {len(candidates)})")
-        await _start(candidate, log_dir, requests[0])
+        started.append((candidate, await _start(candidate, log_dir, requests[0])))
     else:
         for i, request in enumerate(requests):
             say(f"prompt {i + 1} of {len(requests)} on every candidate, in turn")
-            for j in range(len(candidates)):
-                await _decode(candidates[(i + j) % len(candidates)], request)
+            for j in range(len(started)):
+                await _decode(*started[(i + j) % len(started)], request)
         return
     say("free memory cannot hold every candidate at once: measuring them one after another")
     for candidate in candidates:
-        if candidate.engine is None:
-            await _start(candidate, log_dir, requests[0])
+        engine = candidate.engine or await _start(candidate, log_dir, requests[0])
         for request in requests:
-            await _decode(candidate, request)
-        assert candidate.engine is not None
-        await candidate.engine.shutdown()
+            await _decode(candidate, engine, request)
+        await engine.shutdown()
         candidate.engine = None
 
 
-async def _start(candidate: _Candidate, log_dir: Path, warm_up: EngineRequest) -> None:
+async def _start(candidate: _Candidate, log_dir: Path, warm_up: EngineRequest) -> VllmEngine:
+    """The candidate's engine, started and warmed up (kept on the candidate for the shutdown)."""
     name = candidate.label.replace("@", "-")
     engine = VllmEngine(candidate.source, candidate.config, log_path=log_dir / f"probe-{name}.log")
     candidate.engine = engine
     await engine.start()
     await _finished(engine, replace(warm_up, request_id=f"warm-up-{warm_up.request_id}"), candidate)
+    return engine
 
 
 async def _finished(engine: VllmEngine, request: EngineRequest, candidate: _Candidate) -> Finished:
@@ -179,10 +181,8 @@ async def _finished(engine: VllmEngine, request: EngineRequest, candidate: _Cand
     return final
 
 
-async def _decode(candidate: _Candidate, request: EngineRequest) -> None:
+async def _decode(candidate: _Candidate, engine: VllmEngine, request: EngineRequest) -> None:
     """One probe prompt on one candidate: its decode rate, acceptance and engine steps."""
-    engine = candidate.engine
-    assert engine is not None
     engine.stats.steps.clear()
     final = await _finished(engine, request, candidate)
     await asyncio.sleep(RECORDS_SETTLE_S)

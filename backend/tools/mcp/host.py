@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -30,6 +30,7 @@ from backend.tools.spec import Tool
 
 State = Literal["starting", "ready", "failed", "disabled", "stopped"]
 CLOSE_TIMEOUT_S = 10.0
+SETTLE_GRACE_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,6 @@ class _Server:
     session: Any = None
     stop: asyncio.Event | None = None
     task: asyncio.Task[None] | None = None
-    listeners: list[Callable[[], None]] = field(default_factory=list)
 
 
 class McpHost:
@@ -111,10 +111,16 @@ class McpHost:
 
     def disable(self, name: str) -> None:
         server = self._servers[name]
-        self._submit(self._relaunch(server, enable=False))
+        if not self._submit(self._relaunch(server, enable=False)):
+            self._set(server, "disabled")  # never started: nothing to stop
 
-    def wait_settled(self, timeout_s: float) -> bool:
-        """Block until no server is starting (True), or ``timeout_s`` passed (False)."""
+    def wait_settled(self, timeout_s: float | None = None) -> bool:
+        """Block until no server is starting (True), or ``timeout_s`` passed (False); by default
+        the longest server timeout and a grace, since each server settles within its own."""
+        if timeout_s is None:
+            timeout_s = (
+                max((s.settings.timeout_s for s in self._servers.values()), default=0.0) + SETTLE_GRACE_S
+            )
         with self._settled:
             return self._settled.wait_for(
                 lambda: all(s.status.state != "starting" for s in self._servers.values()), timeout_s
@@ -148,9 +154,14 @@ class McpHost:
             ) from None
 
     # -- on the host's loop -----------------------------------------------------------------
-    def _submit(self, coroutine: Any) -> None:
-        assert self._loop is not None
-        asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+    def _submit(self, coroutine: Any) -> bool:
+        """Run ``coroutine`` on the host's loop; False (and not run) before ``start``."""
+        loop = self._loop
+        if loop is None:
+            coroutine.close()
+            return False
+        asyncio.run_coroutine_threadsafe(coroutine, loop)
+        return True
 
     def _set(self, server: _Server, state: State, message: str = "", tools: tuple[Tool, ...] = ()) -> None:
         server.tools = tools
@@ -239,12 +250,9 @@ class McpHost:
         return result_value(server.name, result)
 
     def _see_log(self, name: str) -> str:
-        if self.log_dir is None or self.settings_of(name).command is None:
+        if self.log_dir is None or self._servers[name].settings.command is None:
             return ""
         return f" (its messages: {self.log_dir / f'mcp-{name}.log'})"
-
-    def settings_of(self, name: str) -> McpServerSettings:
-        return self._servers[name].settings
 
     def _errlog(self, stack: contextlib.AsyncExitStack, name: str) -> Any:
         import sys

@@ -8,25 +8,26 @@ import contextlib
 from typing import Any
 
 from backend.settings import McpServerSettings
+from backend.tools.mcp.config import McpConfigError
 
 
 async def open_session(stack: contextlib.AsyncExitStack, settings: McpServerSettings, errlog: Any) -> Any:
     from mcp import ClientSession
 
-    if settings.command is not None:
+    command, url = settings.command, settings.url
+    if command is not None:
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
         params = StdioServerParameters(
-            command=settings.command, args=settings.args, env=settings.env or None, cwd=settings.cwd
+            command=command, args=settings.args, env=settings.env or None, cwd=settings.cwd
         )
         read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
-    else:
+    elif url is not None:
         from mcp.client.streamable_http import streamable_http_client
         from mcp.shared._httpx_utils import create_mcp_http_client
 
-        assert settings.url is not None
         client = await stack.enter_async_context(create_mcp_http_client(headers=settings.headers or None))
-        read, write = await stack.enter_async_context(
-            streamable_http_client(settings.url, http_client=client)
-        )
+        read, write = await stack.enter_async_context(streamable_http_client(url, http_client=client))
+    else:  # the settings' validator already refuses this
+        raise McpConfigError("An MCP server needs a command (stdio) or a url (streamable HTTP).")
     return await stack.enter_async_context(ClientSession(read, write))
