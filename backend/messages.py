@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 Role = Literal["system", "user", "assistant", "tool"]
 MediaKind = Literal["image", "audio", "video"]
+IMAGE_PLACEHOLDER = "<|image|>"
+"""Gemma 4's image placeholder, where a template part cannot carry the image (a tool response)."""
 
 
 def valid_utf8(text: str) -> str:
@@ -35,6 +37,8 @@ class ChatMessage:
     """The tool's name, for a ``tool`` message."""
     data: Any = None
     """A ``tool`` message's structured response (rendered instead of ``text`` when set)."""
+    images: tuple[str, ...] = ()
+    """Image files a ``tool`` message's result carried (given to the model in the turn they came)."""
 
     def template_dict(self) -> dict[str, Any]:
         content: Any = self.data if self.role == "tool" and self.data is not None else self.text

@@ -1,7 +1,8 @@
 """An MCP server for the tests, written with the SDK's server side.
 
 ``python tests/mcp_server.py stdio [MODE]`` or ``… http PORT [MODE]``. MODE ``ok`` (default)
-serves two tools (``add``, read-only; ``note``, with side effects);
+serves three tools (``add``, read-only; ``note``, with side effects; ``swatch``, read-only,
+which answers with text and a PNG — or, given ``bomb``, a PNG whose header claims 100000x100000);
 ``exit`` exits before answering; ``hang`` never answers at all; ``garbage`` answers a call with
 content of a kind MCP does not have; ``crash`` exits in the middle of a ``note`` call; ``slow``
 takes 30 s over a ``note`` call.
@@ -11,10 +12,12 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 import sys
 import time
+import zlib
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Image, MCPServer
 from mcp_types import ToolAnnotations
 
 MODE = "ok"
@@ -28,6 +31,11 @@ def build() -> MCPServer:
         """Add two integers."""
         return str(a + b)
 
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True), structured_output=False)
+    def swatch(colour: str, bomb: bool = False) -> list[object]:
+        """Draw a 32x16 swatch of an RGB colour given as #rrggbb."""
+        return [f"a swatch of {colour}", Image(data=_png(colour, bomb), format="png")]
+
     @server.tool()
     def note(text: str) -> str:
         """Write a note (a side effect)."""
@@ -38,6 +46,21 @@ def build() -> MCPServer:
         return f"noted: {text}"
 
     return server
+
+
+def _png(colour: str, bomb: bool) -> bytes:
+    """A solid PNG written by hand (the server needs no imaging library); ``bomb``: its header
+    claims 100000x100000 pixels over the same few bytes."""
+    width, height = (100_000, 100_000) if bomb else (32, 16)
+    red, green, blue = (int(colour.lstrip("#")[i : i + 2], 16) for i in (0, 2, 4))
+    row = b"\x00" + bytes([red, green, blue]) * (32 if bomb else width)
+    data = zlib.compress(row * (1 if bomb else height))
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", data) + chunk(b"IEND", b"")
 
 
 def main() -> None:

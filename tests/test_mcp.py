@@ -138,9 +138,9 @@ def test_stdio_and_http_servers_offer_their_tools_by_server_name(
     host_of: Callable[[dict[str, McpServerSettings]], McpHost], http_server: str
 ) -> None:
     host = host_of({"local": stdio(), "web": McpServerSettings(url=http_server, timeout_s=15)})
-    assert [s.describe() for s in host.statuses()] == ["local: ready, 2 tool(s)", "web: ready, 2 tool(s)"]
+    assert [s.describe() for s in host.statuses()] == ["local: ready, 3 tool(s)", "web: ready, 3 tool(s)"]
     tools = {t.name: t for t in host.tools()}
-    assert set(tools) == {"local.add", "local.note", "web.add", "web.note"}
+    assert set(tools) == {f"{s}.{t}" for s in ("local", "web") for t in ("add", "note", "swatch")}
     add = tools["web.add"]
     assert not add.side_effects, "the server marks it read-only" and tools["local.note"].side_effects
     assert add.source == "mcp: web" and add.parameters()["required"] == ["a", "b"]
@@ -148,6 +148,29 @@ def test_stdio_and_http_servers_offer_their_tools_by_server_name(
     assert add.function(a=2, b=40) == "42" and tools["local.note"].function(text="hi") == "noted: hi"
     with pytest.raises(ValueError, match="a: 'x' is not of type 'integer'"):
         add.validate({"a": "x", "b": 1})
+
+
+def test_an_image_result_is_kept_checked_and_described(
+    host_of: Callable[[dict[str, McpServerSettings]], McpHost], gemma_home: Path
+) -> None:
+    from PIL import Image
+
+    from backend.tools.spec import ToolOutput
+
+    swatch = {t.name: t for t in host_of({"art": stdio()}).tools()}["art.swatch"]
+    output = swatch.function(colour="#ff8000")
+    assert isinstance(output, ToolOutput)
+    assert output.value == "a swatch of #ff8000\n[image 1: image/png 32x16]"
+    (kept,) = output.images
+    assert Path(kept).parent == gemma_home / "data" / "tool-images"
+    with Image.open(kept) as image:
+        assert image.size == (32, 16) and image.convert("RGB").getpixel((3, 3)) == (255, 128, 0)
+    assert swatch.function(colour="#ff8000").images == (kept,), "one file per distinct image"
+    # a header claiming 10 gigapixels is refused before decoding, and said so; nothing is kept
+    bomb = swatch.function(colour="#000000", bomb=True)
+    assert isinstance(bomb, str) and bomb.startswith("a swatch of #000000\n[image image/png, ")
+    assert bomb.endswith("69 bytes, not shown: it is 10000 megapixels, over the 50-megapixel limit]")
+    assert len(list(Path(kept).parent.iterdir())) == 1
 
 
 def test_failing_servers_each_say_why_and_the_others_carry_on(
@@ -231,14 +254,21 @@ def test_gemma_chat_tools_lists_every_tool_and_every_failed_server(tmp_path: Pat
     assert not _children()
 
 
-async def test_an_mcp_call_asks_first_and_shows_its_server_in_the_timeline(tmp_path: Path) -> None:
+def _app_calling(tmp_path: Path, server: str, tool: str, arguments: dict[str, object], reply: str):  # type: ignore[no-untyped-def]
+    """The app (fake engine) with the test server imported from a Claude-Desktop file as
+    ``server``; the model calls ``server.tool(arguments)``, then says ``reply``."""
     config = tmp_path / "mcp.json"
     config.write_text(
-        json.dumps({"mcpServers": {"t": {"command": sys.executable, "args": [str(SERVER), "stdio"]}}})
+        json.dumps({"mcpServers": {server: {"command": sys.executable, "args": [str(SERVER), "stdio"]}}})
     )
-    call = format_call("t.note", {"text": "buy milk"}) + "<|tool_response>"
-    factory, engines = _scripted([call, "Noted."])
+    call = format_call(f"{server}.{tool}", arguments) + "<|tool_response>"
+    factory, engines = _scripted([call, reply])
     app, _ = make_app(tmp_path, factory, mcp=McpSettings.model_validate({"import": str(config)}))
+    return app, engines
+
+
+async def test_an_mcp_call_asks_first_and_shows_its_server_in_the_timeline(tmp_path: Path) -> None:
+    app, engines = _app_calling(tmp_path, "t", "note", {"text": "buy milk"}, "Noted.")
     async with app.run_test() as pilot:
         await wait_until(pilot, lambda: app.status.mcp == "mcp 1/1")
         assert any(c.title == "MCP: restart t" for c in app.mcp_commands())
@@ -259,3 +289,28 @@ async def test_an_mcp_call_asks_first_and_shows_its_server_in_the_timeline(tmp_p
     assert not [
         pid for pid in children if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"
     ]
+
+
+async def test_an_image_result_shows_in_its_block_and_reaches_a_model_that_sees(tmp_path: Path) -> None:
+    """A read-only call runs without asking; its image is drawn in the opened block, listed with
+    its file, and goes to the model with the response (one image placeholder, one payload)."""
+    app, engines = _app_calling(tmp_path, "art", "swatch", {"colour": "#00ff00"}, "A green swatch.")
+    async with app.run_test(size=(120, 50)) as pilot:
+        await wait_until(pilot, lambda: app.status.mcp == "mcp 1/1")
+        app.query_one(PromptInput).text = "Draw green"
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.turn is None)
+        await pilot.pause()
+        (block,) = app.query(ToolBlock)
+        assert block.record is not None and len(block.record.images) == 1
+        assert str(block.title).endswith("ok · 1 image") and not block.collapsed
+        (drawn,) = block.query(".tool-image")
+        art = drawn.render()
+        assert str(art).splitlines() == ["▀" * 32] * 8, "32x16 pixels: two a cell"
+        assert "foreground=Color(0, 255, 0)" in repr(art) and "background=Color(0, 255, 0)" in repr(art)
+        path = str(block.query_one(".tool-image-path").render())
+        assert path == f"image 1: {block.record.images[0]}"
+        second = engines["optimized"].requests[1]
+        assert "[image 1: image/png 32x16]" in second.prompt and "'images': '<|image|>'" in second.prompt
+        assert [image.size for image in second.multi_modal_data["image"]] == [(32, 16)]
+        assert replies(app)[0].text.endswith("A green swatch.")

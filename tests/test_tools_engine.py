@@ -141,3 +141,64 @@ async def test_a_forced_call_to_an_mcp_tool_runs_on_its_server(
     assert [(r.name, r.status, r.result) for r in turn.records] == [("calc.add", "ok", "42")]
     assert "<|tool>declaration:calc.add" in seen[0].prompt
     assert 'response:calc.add{result:<|"|>42<|"|>}' in seen[1].prompt
+
+
+async def test_an_mcp_image_result_goes_to_the_model_in_its_tool_response(
+    eager_engine: VllmEngine, tmp_path: Path
+) -> None:
+    """Through the turn pipeline (as the app runs it): the server's PNG is kept, its placeholder
+    sits in the tool response, and vLLM's multimodal processor takes it there (the step after the
+    call is a real image prompt: its prompt token count includes the image's soft tokens)."""
+    import sys
+    from dataclasses import replace
+
+    from backend.chat.turn import FixedPrompt, TurnOptions, TurnPipeline
+    from backend.engine.protocol import PathEngine
+    from backend.settings import McpServerSettings
+    from backend.tools.mcp.host import McpHost
+
+    assert "image" in eager_engine.info.modalities, "the tiny checkpoint has a vision tower"
+    tokenizer = eager_engine._prompt_renderer().tokenizer
+    script = [format_call("art.swatch", {"colour": "#123456"}) + "<|tool_response>", "Blue.<turn|>"]
+    sent: list[EngineRequest] = []
+
+    class Forcing:  # the real engine, each step's output forced to the script
+        def __getattr__(self, name: str) -> object:
+            return getattr(eager_engine, name)
+
+        def stream(self, request: EngineRequest):  # type: ignore[no-untyped-def]
+            forced = tokenizer(script[len(sent)], add_special_tokens=False)["input_ids"]
+            request = replace(
+                request,
+                sampling=SamplingSettings(max_tokens=len(forced) + 8),
+                extra_args={"forced_token_ids": forced},
+            )
+            sent.append(request)
+            return eager_engine.stream(request)
+
+    server = Path(__file__).with_name("mcp_server.py")
+    host = McpHost({"art": McpServerSettings(command=sys.executable, args=[str(server), "stdio"])}, tmp_path)
+    host.start()
+    try:
+        assert host.wait_settled(60)
+        registry = ToolRegistry.load(
+            ToolContext(Sandbox.of([tmp_path])), plugins=lambda: [], remote=host.tools
+        )
+        pipeline = TurnPipeline(
+            FixedPrompt([ChatMessage("user", "Show me #123456.")]),
+            TurnOptions(),
+            ToolRunner(registry, policy="never"),
+        )
+        target = PathEngine("eager", Forcing(), eager_engine.info)  # type: ignore[arg-type]
+        events = [event async for event in pipeline.run(target)]
+    finally:
+        host.close()
+    final = events[-1]
+    assert isinstance(final, Finished) and final.text == "Blue.", final
+    (record,) = pipeline._tool_turns["eager"].records
+    assert record.status == "ok" and len(record.images) == 1
+    second = sent[1]
+    assert second.prompt.count("<|image|>") == 1 and "[image 1: image/png 32x16]" in second.prompt
+    assert [image.size for image in second.multi_modal_data["image"]] == [(32, 16)]
+    text_only = len(tokenizer(second.prompt, add_special_tokens=False)["input_ids"])
+    assert final.metrics.prompt_tokens > text_only, "vLLM expanded the placeholder into soft tokens"

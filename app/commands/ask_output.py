@@ -66,6 +66,8 @@ class TextPath(PathOutput):
         await super().on_tool_finished(event)
         self.after_tool = True
         sys.stdout.write(f"\n  {timeline_line(event.record)}")
+        for number, path in enumerate(event.record.images, 1):
+            sys.stdout.write(f"\n    image {number}: {path}")
         sys.stdout.flush()
 
     async def on_step_limit(self, event: StepLimitReached) -> None:

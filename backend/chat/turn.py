@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from backend.chat.compare import CompareResult, path_differences
@@ -35,7 +35,8 @@ from backend.engine.protocol import (
 )
 from backend.errors import PromptTooLong
 from backend.media.attachment import Attachment, AttachmentError, media_payloads
-from backend.messages import ChatMessage, RenderedPrompt
+from backend.media.load import load_attachment
+from backend.messages import IMAGE_PLACEHOLDER, ChatMessage, RenderedPrompt
 from backend.settings import ToolSettings
 from backend.tools.loop import ToolEvent, ToolTurn
 from backend.tools.runner import ToolRecord, ToolRunner
@@ -145,6 +146,7 @@ class TurnPipeline:
         self._tool_turns: dict[str, ToolTurn] = {}
         self._cache: dict[str, ToolRecord] = {}
         self._notes: list[HistoryTrimmed | PromptSized] = []
+        self._tool_media: dict[str, Attachment | None] = {}
 
     # -- requests ----------------------------------------------------------------------------
     def _declarations(self) -> list[dict[str, Any]]:
@@ -161,23 +163,54 @@ class TurnPipeline:
         """The request for the source plus this turn's tool calls and responses so far."""
         kinds = {a.kind for a in self.source.attachments()}
         check_towers(kinds, target.info.modalities, f"The {target.name} path's model")
-        prompt, used = self._fit(target, transcript, tools)
+        transcript, tool_media = self._tool_images(target, transcript)
+        prompt, used = self._fit(target, transcript, tools, tool_media)
         self._notes.append(PromptSized(target.name, used, target.info.max_model_len))
         return EngineRequest(
             request_id=f"{target.name}-{uuid.uuid4().hex[:8]}",
             prompt=prompt.text,
-            multi_modal_data=media_payloads(self.source.attachments()),
+            multi_modal_data=media_payloads(self.source.attachments() + tool_media),
             sampling=self.options.sampling,
         )
 
+    def _tool_images(
+        self, target: PathEngine, transcript: list[ChatMessage]
+    ) -> tuple[list[ChatMessage], list[Attachment]]:
+        """This turn's tool messages with their images' placeholders, and those images — for a
+        model that sees images (any other reads the result's text, which describes them)."""
+        if "image" not in target.info.modalities:
+            return transcript, []
+        shown: list[ChatMessage] = []
+        media: list[Attachment] = []
+        for message in transcript:
+            loaded = [a for a in map(self._tool_image, message.images) if a is not None]
+            if loaded and isinstance(message.data, dict):
+                message = replace(message, data={**message.data, "images": IMAGE_PLACEHOLDER * len(loaded)})
+                media.extend(loaded)
+            shown.append(message)
+        return shown, media
+
+    def _tool_image(self, path: str) -> Attachment | None:
+        if path not in self._tool_media:
+            try:
+                self._tool_media[path] = load_attachment(path)
+            except AttachmentError:  # gone since the call (the result's text still describes it)
+                self._tool_media[path] = None
+        return self._tool_media[path]
+
     def _fit(
-        self, target: PathEngine, transcript: list[ChatMessage], tools: list[dict[str, Any]]
+        self,
+        target: PathEngine,
+        transcript: list[ChatMessage],
+        tools: list[dict[str, Any]],
+        tool_media: list[Attachment],
     ) -> tuple[RenderedPrompt, int]:
         window, budget = target.info.max_model_len, self.options.sampling.max_tokens
         while True:
             prompt = target.engine.render(self.source.messages() + transcript, tools)
             # each attachment's placeholder is one token of the text; vLLM expands it
-            used = prompt.token_count + sum(a.tokens - 1 for a in self.source.attachments())
+            media = self.source.attachments() + tool_media
+            used = prompt.token_count + sum(a.tokens - 1 for a in media)
             if used + budget <= window:
                 return prompt, used
             dropped = self.source.drop_oldest() if self.options.trim_history else None

@@ -153,7 +153,8 @@ class ToolTurn:
             self.records.append(record)
             yield ToolFinished(index, record)
             response = record.response(self.max_result_chars)
-            self.transcript.append(ChatMessage("tool", "", name=record.name, data=response))
+            images = record.images if record.ok else ()
+            self.transcript.append(ChatMessage("tool", "", name=record.name, data=response, images=images))
 
     async def _run_one(self, call: ToolCall, step: int) -> ToolRecord:
         import asyncio

@@ -22,7 +22,7 @@ from pydantic_core import to_jsonable_python
 from backend.messages import valid_utf8
 from backend.settings import ApprovalPolicy
 from backend.tools.registry import ToolRegistry
-from backend.tools.spec import Tool, ToolArgumentsError, ToolCall
+from backend.tools.spec import Tool, ToolArgumentsError, ToolCall, ToolOutput
 
 Status = Literal[
     "ok",
@@ -52,6 +52,8 @@ class ToolRecord:
     duration_s: float = 0.0
     reused: bool = False
     """True when the result came from the comparison's other path (the tool ran once)."""
+    images: tuple[str, ...] = ()
+    """Image files the result carried (an MCP server's image content), in order."""
 
     @property
     def ok(self) -> bool:
@@ -76,6 +78,7 @@ class ToolRecord:
             "message": self.message,
             "duration_s": round(self.duration_s, 4),
             "reused": self.reused,
+            "images": list(self.images),
         }
 
     @classmethod
@@ -89,6 +92,7 @@ class ToolRecord:
             message=str(data.get("message", "")),
             duration_s=float(data.get("duration_s", 0.0)),
             reused=bool(data.get("reused", False)),
+            images=tuple(str(p) for p in data.get("images") or ()),
         )
 
 
@@ -173,7 +177,8 @@ class ToolRunner:
             raise
         except Exception as error:  # a tool's own failure goes back to the model, never up
             return ToolRecord(step, tool.name, shown, "error", message=_describe(error))
-        return ToolRecord(step, tool.name, shown, "ok", result=json_safe(value))
+        output = value if isinstance(value, ToolOutput) else ToolOutput(value)
+        return ToolRecord(step, tool.name, shown, "ok", result=json_safe(output.value), images=output.images)
 
 
 def json_safe(value: Any) -> Any:

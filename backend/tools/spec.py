@@ -21,6 +21,16 @@ class ToolArgumentsError(ValueError):
 
 
 @dataclass(frozen=True)
+class ToolOutput:
+    """What a tool returns when its result carries images beside its value."""
+
+    value: Any
+    images: tuple[str, ...] = ()
+    """Kept image files (``backend.tools.result_images``), shown in the timeline and, where the
+    model sees images, given to it with the result."""
+
+
+@dataclass(frozen=True)
 class Tool:
     name: str
     description: str

@@ -10,6 +10,7 @@ from backend.messages import ChatMessage
 def transcript_to_json(messages: list[ChatMessage]) -> list[dict[str, Any]]:
     return [
         {"role": m.role, "text": m.text, "tool_calls": list(m.tool_calls), "name": m.name, "data": m.data}
+        | ({"images": list(m.images)} if m.images else {})
         for m in messages
     ]
 
@@ -22,6 +23,7 @@ def transcript_from_json(items: list[dict[str, Any]]) -> list[ChatMessage]:
             tool_calls=tuple(item.get("tool_calls") or ()),
             name=item.get("name"),
             data=item.get("data"),
+            images=tuple(str(p) for p in item.get("images") or ()),
         )
         for item in items
     ]

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 
+from textual.containers import Vertical
 from textual.widgets import Button, Collapsible, Static
 
+from app.tui.widgets.thumbnail import thumbnail
 from backend.tools.runner import ToolRecord
 from backend.tools.spec import ToolCall
 from backend.tools.timeline import STATUS_MARKS, call_signature, duration_text
@@ -35,10 +37,12 @@ class ToolBlock(Collapsible):
         )
         self.result_view = Static("", classes="tool-result", markup=False)
         self.more = Button("Show all", classes="tool-more", compact=True)
+        self.images_view = Vertical(classes="tool-images")
         super().__init__(
             self.arguments_view,
             self.result_view,
             self.more,
+            self.images_view,
             title=f"⚙ {self.signature} · running…",
             collapsed=True,
         )
@@ -48,6 +52,19 @@ class ToolBlock(Collapsible):
 
     def on_mount(self) -> None:
         self.more.display = preview_of(self.full_result) != self.full_result
+        self._show_images()
+
+    def _show_images(self) -> None:
+        """A result's images, drawn in the block (which opens to show them), each with its file."""
+        record = self.record
+        self.images_view.display = bool(record and record.images)
+        if record is None or not record.images or not self.images_view.is_attached:
+            return
+        self.images_view.remove_children()
+        for number, path in enumerate(record.images, 1):
+            self.images_view.mount(Static(thumbnail(path), classes="tool-image"))
+            self.images_view.mount(Static(f"image {number}: {path}", classes="tool-image-path", markup=False))
+        self.collapsed = False
 
     def finish(self, record: ToolRecord) -> None:
         self.record = record
@@ -63,6 +80,10 @@ class ToolBlock(Collapsible):
         self.result_view.update(preview)
         self.more.display = preview_of(self.full_result) != self.full_result
         self.set_class(not record.ok, "tool-failed")
+        if record.images:
+            count = len(record.images)
+            self.title += f" · {count} image{'s' if count != 1 else ''}"
+        self._show_images()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button is self.more:

@@ -3,8 +3,11 @@ as what the model reads back.
 
 A tool is read-only (no approval asked under the default policy) only where its server says so
 (``annotations.readOnlyHint``); everything else counts as having side effects. A result's text
-blocks are joined; an image or audio block is described (type and size), since the tool loop
-gives the model text; structured content without text is returned as JSON. A result marked as
+blocks are joined. An image block is kept as a file (checked like an attachment) and described
+in the text (``[image 1: image/png 64x64]``); the result is then a ``ToolOutput`` carrying the
+file, which the timeline shows and the turn gives to a model that sees images. An image that
+cannot be read, and an audio block, are described with the reason. Structured content without
+text is returned as JSON. A result marked as
 an error, content of unknown kinds or a reply that is not a tool result raise ``McpToolError``
 with the server's own words, which the runner hands to the model as the call's error.
 """
@@ -18,7 +21,8 @@ from collections.abc import Callable
 from typing import Any
 
 from backend.errors import GemmaChatError
-from backend.tools.spec import Tool, strip_titles
+from backend.tools.result_images import keep_image
+from backend.tools.spec import Tool, ToolOutput, strip_titles
 
 TOOL_NAME = re.compile(r"[^A-Za-z0-9_\-]")
 MAX_DESCRIPTION = 1024
@@ -58,23 +62,31 @@ def result_value(server: str, result: Any) -> Any:
 
     if not isinstance(result, mcp_types.CallToolResult):
         raise McpToolError(f"MCP server {server} answered with no tool result ({type(result).__name__}).")
-    parts = [_block(server, block) for block in result.content or []]
+    images: list[str] = []
+    parts = [_block(server, block, images) for block in result.content or []]
     text = "\n".join(p for p in parts if p)
     if result.is_error:
         raise McpToolError(f"{server}: {text or 'the tool failed (no message)'}")
     if not text and result.structured_content is not None:
-        return json.loads(json.dumps(result.structured_content, default=str))
-    return text
+        value: Any = json.loads(json.dumps(result.structured_content, default=str))
+    else:
+        value = text
+    return ToolOutput(value, tuple(images)) if images else value
 
 
-def _block(server: str, block: Any) -> str:
+def _block(server: str, block: Any, images: list[str]) -> str:
     import mcp_types
 
     if isinstance(block, mcp_types.TextContent):
         return block.text
-    if isinstance(block, mcp_types.ImageContent | mcp_types.AudioContent):
-        kind = "image" if isinstance(block, mcp_types.ImageContent) else "audio"
-        return f"[{kind} {block.mime_type}, {_size(block.data)} bytes]"
+    if isinstance(block, mcp_types.ImageContent):
+        kept = keep_image(block.data, block.mime_type)
+        if isinstance(kept, str):
+            return f"[image {block.mime_type}, {_size(block.data)} bytes, not shown: {kept}]"
+        images.append(kept.path)
+        return f"[image {len(images)}: {block.mime_type} {kept.detail}]"
+    if isinstance(block, mcp_types.AudioContent):
+        return f"[audio {block.mime_type}, {_size(block.data)} bytes]"
     if isinstance(block, mcp_types.EmbeddedResource):
         resource = block.resource
         return getattr(resource, "text", None) or f"[resource {resource.uri}]"
