@@ -174,6 +174,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--data-parallel-size", type=int, help="engine replicas")
     serve.add_argument("--distributed-executor-backend", choices=("mp", "ray"), help="ray for several nodes")
+    serve.add_argument(
+        "--dev-endpoints",
+        action="store_true",
+        help="also offer vLLM's development endpoints (VLLM_SERVER_DEV_MODE=1): /server_info, so the "
+        "app shows the TP size, and /reset_prefix_cache, so bench repetitions start cold; "
+        "for a trusted network only",
+    )
     serve.add_argument("--print", action="store_true", help="print the command line instead of running it")
     _add_model_flags(serve)
 

@@ -187,7 +187,11 @@ def test_serve_prints_the_paths_own_vllm_serve_line() -> None:
     assert "backend.compat.vllm_cli serve " in line or " serve " in line
     assert "--speculative-config" in line and '"num_speculative_tokens":2' in line
     assert "--enable-per-request-metrics" in line and "--port 8123" in line and "--seed 0" in line
+    assert "--per-request-spec-decode-metrics summary" in line and "--trust-request-chat-template" in line
     assert "--disable-log-stats" not in line, "false flags are left out"
+    assert "VLLM_SERVER_DEV_MODE" not in line, "development endpoints only when asked"
+    dev = _gemma_chat("serve", "--demo", "--print", "--dev-endpoints").stdout
+    assert dev.startswith("VLLM_SERVER_DEV_MODE=1 ") or " VLLM_SERVER_DEV_MODE=1 " in dev
     multi = _gemma_chat(
         "serve",
         "--demo",

@@ -1,12 +1,15 @@
 """The engine on a real vLLM server: `gemma-chat serve` starts `vllm serve` (CPU build) on the tiny
 checkpoint on 127.0.0.1 (float32, the eager path for start-up time); the remote engine must give
 the in-process engine's greedy tokens, the server's prompt token ids must be local tokenization,
-figures must come back, a cancel must free the server, compare must say identical, and a killed
-server must give a readable failure while the client keeps working."""
+figures must come back (KV use from /metrics, the parallel layout from /server_info), images and
+audio must travel as data URLs to the same tokens, a server that tokenizes differently must be
+caught, a cancel must free the server, compare and bench must run against it, and a killed server
+must give a readable failure while the client keeps working."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import socket
@@ -19,9 +22,11 @@ from pathlib import Path
 
 import pytest
 
+from backend.chat.parity import tokenization_difference
 from backend.checkpoints import GeneratedCheckpoint
 from backend.engine.protocol import Cancelled, Delta, EngineRequest, Failed, Finished, SamplingSettings
 from backend.engine.remote import RemoteEngine
+from backend.engine.server_http import remote_label
 from backend.engine.vllm import VllmEngine
 from backend.errors import EngineStartFailed
 from backend.messages import ChatMessage
@@ -29,6 +34,22 @@ from backend.messages import ChatMessage
 pytestmark = pytest.mark.engine
 ROOT = Path(__file__).resolve().parents[1]
 START_TIMEOUT_S = 300
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "app.cli", *args]
+
+
+def _run_cli(home: Path, words: str, *more: str) -> subprocess.CompletedProcess[str]:
+    """``gemma-chat WORDS MORE…`` as a user runs it (``words`` split on spaces)."""
+    return subprocess.run(
+        _cli(*words.split(" "), *more),
+        cwd=ROOT,
+        env={**os.environ, "GEMMA_CHAT_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def _free_port() -> int:
@@ -53,7 +74,7 @@ def server(tiny: GeneratedCheckpoint, gemma_home: Path) -> Iterator[tuple[str, s
         "1",
     ]
     process = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--profile", "eager", "--port", str(port), *flags],
+        _cli("serve", "--profile", "eager", "--dev-endpoints", "--port", str(port), *flags),
         cwd=ROOT,
         env={**os.environ, "GEMMA_CHAT_HOME": str(gemma_home)},
         stdout=log,
@@ -120,8 +141,91 @@ async def test_the_server_gives_the_in_process_engines_tokens(
             m = final.metrics
             assert m.generated_tokens == 24 and m.prompt_tokens == len(remote.last_prompt_token_ids)
             assert m.ttft_s is not None and m.ttft_s > 0 and m.decode_tokens_per_s and m.e2e_s
+            assert m.kv_cache_usage is not None and 0 <= m.kv_cache_usage <= 1, "from /metrics"
+            assert await tokenization_difference(remote, request.prompt) is None
+        assert info.engine_args["tensor_parallel_size"] == 1, "from /server_info (dev endpoints)"
+        assert remote_label(info.engine_args) == f"remote: {url.split('://')[1]} · TP 1"
     finally:
         await remote.shutdown()
+
+
+async def test_images_and_audio_go_as_data_urls_and_give_the_same_tokens(
+    server: tuple[str, subprocess.Popen[bytes]], tiny: GeneratedCheckpoint, eager_engine: VllmEngine
+) -> None:
+    """A media turn travels to /v1/chat/completions as our rendered prompt cut at its placeholders;
+    the server's processor expands them as the in-process one does: the same greedy tokens."""
+    from backend.media import synthetic
+
+    url, _ = server
+    remote = RemoteEngine(url, tiny.model)
+    info = await remote.start()
+    assert {"image", "audio"} <= info.modalities
+    message = ChatMessage("user", "Describe both.", media=("image", "audio"))
+    media = {"image": [synthetic.image(1, 96, 64)], "audio": [synthetic.audio(2, 1.5)]}
+    finals = []
+    try:
+        for engine in (remote, eager_engine):
+            prompt = engine.render([message]).text
+            sampling = SamplingSettings(max_tokens=12, ignore_eos=True)
+            request = EngineRequest(f"media-{len(finals)}", prompt, multi_modal_data=media, sampling=sampling)
+            finals.append([event async for event in engine.stream(request)][-1])
+        assert isinstance(finals[0], Finished) and isinstance(finals[1], Finished), finals
+        assert finals[0].token_ids == finals[1].token_ids
+        assert finals[0].metrics.prompt_tokens == len(remote.last_prompt_token_ids) > 100, "soft tokens"
+        video = {"video": [object()]}
+        refused = [
+            e async for e in remote.stream(EngineRequest("video", "<|video|>", multi_modal_data=video))
+        ]
+        assert (
+            isinstance(refused[-1], Failed)
+            and "A video cannot be sent to a vLLM server" in refused[-1].message
+        )
+    finally:
+        await remote.shutdown()
+
+
+async def test_a_server_that_tokenizes_differently_is_caught_before_compare(
+    server: tuple[str, subprocess.Popen[bytes]],
+) -> None:
+    """The demo model's tokenizer here, the tiny checkpoint's on the server: a compare would be
+    meaningless, and says so before generating."""
+    from backend.engine.model_source import resolve
+
+    url, _ = server
+    remote = RemoteEngine(url, resolve("", demo=True).path)
+    await remote.start()
+    try:
+        prompt = remote.render([ChatMessage("user", "Hello there")]).text
+        problem = await tokenization_difference(remote, prompt)
+        assert problem is not None and problem.startswith(
+            f"The server at {url} tokenizes the prompt differently"
+        )
+    finally:
+        await remote.shutdown()
+
+
+def test_bench_runs_over_http_against_the_server(
+    server: tuple[str, subprocess.Popen[bytes]], tiny: GeneratedCheckpoint, gemma_home: Path, tmp_path: Path
+) -> None:
+    """`bench --server URL --baseline-server URL`: both paths on one server is one engine
+    ("nothing applies"); the requests go over HTTP, concurrently for the throughput workload."""
+    url, _ = server
+    report = tmp_path / "bench.json"
+    run = _run_cli(
+        gemma_home,
+        f"bench --model {tiny.model} --server {url} --baseline-server {url} --workload throughput "
+        "--workload single --requests 4 --max-tokens 8 --repetitions 2",
+        "--json",
+        str(report),
+    )
+    assert run.returncode == 0, run.stderr[-3000:] + run.stdout[-3000:]
+    assert "optimized = baseline on this machine: nothing applies" in run.stdout
+    assert "requests went over HTTP" in run.stdout
+    data = json.loads(report.read_text())
+    assert data["same_paths"] is True and data["paths"]["baseline"]["engine_args"]["server"] == url
+    throughput = data["paths"]["baseline"]["workloads"]["throughput"]
+    assert len(throughput) == 2 and all(len(rep["requests"]) == 4 for rep in throughput)
+    assert all(r["tokens"] == 8 and r["figures"]["ttft_s"] for rep in throughput for r in rep["requests"])
 
 
 async def test_a_cancel_frees_the_server(
@@ -152,30 +256,10 @@ def test_compare_against_the_server_says_identical(
 ) -> None:
     """`ask --profile compare` with both paths on servers (the same one twice: nothing applies)."""
     url, _ = server
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "app.cli",
-            "ask",
-            "--model",
-            str(tiny.model),
-            "--profile",
-            "compare",
-            "--server",
-            url,
-            "--baseline-server",
-            url,
-            "--no-tools",
-            "--max-tokens",
-            "16",
-            "Hello!",
-        ],
-        cwd=ROOT,
-        env={**os.environ, "GEMMA_CHAT_HOME": str(gemma_home)},
-        capture_output=True,
-        text=True,
-        timeout=300,
+    run = _run_cli(
+        gemma_home,
+        f"ask --model {tiny.model} --profile compare --server {url} --baseline-server {url} "
+        "--no-tools --max-tokens 16 Hello!",
     )
     assert run.returncode == 0, run.stderr[-3000:]
     assert "parity: identical (16 tokens)" in run.stdout + run.stderr

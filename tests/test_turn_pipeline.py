@@ -10,7 +10,7 @@ import pytest
 from app.tui.widgets.status_bar import StatusFigures
 from backend.chat.compare import SAME_PATHS, CompareResult
 from backend.chat.turn import FixedPrompt, HistoryTrimmed, PromptSized, TurnOptions, TurnPipeline
-from backend.engine.protocol import Cancelled, EngineInfo, Finished, PathEngine, SamplingSettings
+from backend.engine.protocol import Cancelled, EngineInfo, Failed, Finished, PathEngine, SamplingSettings
 from backend.errors import PromptTooLong
 from backend.media.attachment import AttachmentError
 from backend.messages import ChatMessage
@@ -125,3 +125,26 @@ def test_the_status_line_is_shortened_to_fit_never_cut(width: int) -> None:
     assert "1046/8192" in plain and "starting 12s" in plain and "optimized" in plain
     if width >= 160:
         assert "warming up the engine" in plain and "demo (10M Gemma 4)" in plain
+
+
+async def test_compare_stops_before_generating_when_a_server_tokenizes_differently() -> None:
+    """The real server's ``/tokenize`` is in tests/test_remote_engine.py; here a server engine
+    whose tokens differ from local tokenization gets one Failed, and neither path generates."""
+
+    class Served(FakeEngine):
+        url = "http://gpu:8000"
+
+        def prompt_token_ids(self, prompt: str) -> list[int]:
+            return [1, 2, 3]
+
+        async def server_prompt_token_ids(self, prompt: str) -> list[int]:
+            return [1, 2, 4, 5]
+
+    baseline = await _target("baseline")
+    served = Served("optimized")
+    optimized = PathEngine("optimized", served, await served.start())
+    items = [i async for i in TurnPipeline(_prompt("hi"), TurnOptions()).compare(baseline, optimized)]
+    (failed,) = [i.event for i in items if hasattr(i, "event") and isinstance(i.event, Failed)]
+    assert failed.message.startswith("The server at http://gpu:8000 tokenizes the prompt differently")
+    assert "(4 vs 3 tokens, first difference at token 2)" in failed.message
+    assert not baseline.engine.requests and not served.requests  # type: ignore[attr-defined]

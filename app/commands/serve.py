@@ -37,10 +37,17 @@ def serve_command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
             argv += _flag(name, value)
     if args.distributed_executor_backend:
         argv += _flag("distributed_executor_backend", args.distributed_executor_backend)
-    argv += ["--enable-per-request-metrics", "--host", args.host, "--port", str(args.port)]
+    if config.args.get("speculative_config") is not None:
+        argv += ["--per-request-spec-decode-metrics", "summary"]
+    # per-request timings on each stream's last chunk; the request chat template carries media turns
+    argv += ["--enable-per-request-metrics", "--trust-request-chat-template"]
+    argv += ["--host", args.host, "--port", str(args.port)]
     if settings.api_key:
         argv += ["--api-key", settings.api_key]
-    return argv, config.env_values()
+    env = config.env_values()
+    if getattr(args, "dev_endpoints", False):
+        env["VLLM_SERVER_DEV_MODE"] = "1"
+    return argv, env
 
 
 def _flag(name: str, value: Any) -> list[str]:

@@ -37,6 +37,7 @@ from backend.chat.store import ChatStore, StoreError
 from backend.chat.turn import TurnOptions, TurnPipeline
 from backend.engine.pool import EngineFactory, EnginePool, EngineState
 from backend.engine.protocol import SamplingSettings
+from backend.engine.server_http import remote_label
 from backend.errors import GemmaChatError
 from backend.media.attachment import Attachment
 from backend.settings import Settings
@@ -150,9 +151,8 @@ class GemmaChatApp(ChatActions, AttachActions, ToolActions, ReportingApp):
         elif state.ready and self.turn is not None:
             self.status.engine, self.status.engine_detail = "replying", ""
         else:
-            where = (state.info.engine_args.get("server") if state.info is not None else None) or ""
-            remote = f"remote: {where.split('://')[-1]}" if where else ""
-            self.status.engine, self.status.engine_detail = state.stage, remote
+            args = state.info.engine_args if state.info is not None else {}
+            self.status.engine, self.status.engine_detail = state.stage, remote_label(args)
 
     # -- chat display ------------------------------------------------------------------------
     @property

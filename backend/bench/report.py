@@ -64,11 +64,13 @@ class BenchReport:
         memory_gib: float = 0.0,
         same_paths: bool = False,
         schedule: str = "interleaved",
+        remote: bool = False,
     ) -> BenchReport:
+        """``remote``: a path ran on a server, so this machine's roofs say nothing of it."""
         from backend.bench.roofs import bandwidth_roof_tokens_per_s, compute_roof_tokens_per_s
 
-        compute_roof = compute_roof_tokens_per_s(costs, roofs)
-        bandwidth_roof = bandwidth_roof_tokens_per_s(costs, roofs)
+        compute_roof = None if remote else compute_roof_tokens_per_s(costs, roofs)
+        bandwidth_roof = None if remote else bandwidth_roof_tokens_per_s(costs, roofs)
         base, opt = paths.get("baseline"), paths.get("optimized")
         rows: list[Row] = []
         parity: dict[str, ParityReport] = {}
@@ -181,6 +183,17 @@ class BenchReport:
         r = self.roofs
         memory = f"{self.memory_gib:.2f} GiB (this process and every engine it ran)"
         peer = ", ".join(f"{w} {p.summary()}" for w, p in self.peer_parity.items())
+        if r.get("compute_roof_tokens_per_s") is None:
+            servers = ", ".join(
+                f"{name} on {run.engine_args['server']}"
+                for name, run in self.paths.items()
+                if run.engine_args.get("server")
+            )
+            return (
+                f"On servers ({servers}): requests went over HTTP, so the figures include the "
+                "network and the server's front end; this machine's roofs do not apply. "
+                f"Peak memory here: {memory}."
+            )
         return (
             f"Roofs on {r['threads']} thread(s): {r['flops_per_s'] / 1e9:.0f} GFLOP/s "
             f"({_matmul_label(r)}) → "

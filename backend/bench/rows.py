@@ -68,8 +68,8 @@ def rows_for(
     b: list[WorkloadRun],
     o: list[WorkloadRun],
     peer: PeerRun | None,
-    compute_roof: float,
-    bandwidth_roof: float,
+    compute_roof: float | None,
+    bandwidth_roof: float | None,
 ) -> list[Row]:
     def per_rep(runs: list[WorkloadRun], read: Any, turns: str = "all") -> tuple[float | None, ...]:
         return tuple(run.mean(read, turns) for run in runs)

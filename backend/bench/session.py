@@ -27,6 +27,7 @@ from backend.bench.peer import PeerRun
 from backend.bench.report import BenchReport, PathRun
 from backend.bench.workload_runs import BenchPrompt, WorkloadRun, run_chat, run_sequential, run_throughput
 from backend.bench.workloads import Workloads, load_workloads
+from backend.engine.factory import remote_engine, server_for
 from backend.engine.model_source import ModelSource
 from backend.engine.platform import process_tree_rss, room_for_another
 from backend.engine.profiles import EngineConfig, EngineProfile, engine_config
@@ -98,26 +99,38 @@ async def measure_paths(
     workloads: Workloads,
     progress: Progress,
     log_dir: Any,
+    servers: Mapping[str, Engine] | None = None,
 ) -> tuple[Runs, str]:
-    """Start, warm and measure every path's engine; the runs and how they were scheduled."""
-    engines: dict[str, VllmEngine] = {}
+    """Start, warm and measure every path's engine (a path in ``servers`` runs on its server, not
+    in process); the runs and how they were scheduled."""
+    engines: dict[str, Engine] = {}
     runs: Runs = {}
+    remote = dict(servers or {})
+
+    async def start(name: str) -> Engine:
+        if name in remote:
+            progress(f"{name}: connecting to its server", 0, 1)
+            await remote[name].start()
+            progress(f"{name}: connecting to its server", 1, 1)
+            return remote[name]
+        return await _start(name, source, configs[name], progress, log_dir)
+
     try:
         names = list(configs)
         footprint = process_tree_rss()
-        engines[names[0]] = await _start(names[0], source, configs[names[0]], progress, log_dir)
+        engines[names[0]] = await start(names[0])
         footprint = process_tree_rss() - footprint
         fits, room = room_for_another(footprint)
         if len(names) == 1 or fits:
             for name in names[1:]:
-                engines[name] = await _start(name, source, configs[name], progress, log_dir)
+                engines[name] = await start(name)
             for name in names:
                 await warm_up(engines[name], name, options, workloads, progress)
             runs = await run_interleaved(engines, options, workloads, progress)
             return runs, "interleaved (A B, B A, …)"
         for name in names:
             if name not in engines:
-                engines[name] = await _start(name, source, configs[name], progress, log_dir)
+                engines[name] = await start(name)
             await warm_up(engines[name], name, options, workloads, progress)
             runs.update(await run_interleaved({name: engines[name]}, options, workloads, progress))
             await engines.pop(name).shutdown()
@@ -293,16 +306,20 @@ async def run_bench(
     roofs = await asyncio.to_thread(measure_roofs, dtype, threads, device, options.roof_seconds)
     progress("measuring this machine's roofs", 1, 1)
     configs = path_configs(source, settings, options)
-    same = same_configs(configs)
+    urls = {name: url for name in configs if (url := server_for(settings, name))}
+    servers = {name: remote_engine(settings, url, name) for name, url in urls.items()}
+    same = same_paths(configs, urls)
     measured = dict(list(configs.items())[:1]) if same else configs
     with PeakMemory() as memory:
-        runs, schedule = await measure_paths(source, measured, options, workloads, progress, log_dir)
+        runs, schedule = await measure_paths(source, measured, options, workloads, progress, log_dir, servers)
     paths = {
-        name: PathRun(name, runs[name], config.engine_kwargs(), config.env_values())
+        name: PathRun(name, runs[name], *_path_setup(name, config, servers))
         for name, config in measured.items()
     }
-    rendered = _rendered_prompts(source, workloads, options)
-    peer = await asyncio.to_thread(run_peer, source, settings, options, rendered, progress, dtype)
+    peer = None
+    if not servers:  # transformers runs here: a reference for in-process paths only
+        rendered = _rendered_prompts(source, workloads, options)
+        peer = await asyncio.to_thread(run_peer, source, settings, options, rendered, progress, dtype)
     costs = model_costs(model_config, dtype)
     return BenchReport.build(
         source,
@@ -315,7 +332,25 @@ async def run_bench(
         memory_gib=memory.peak_gib,
         same_paths=same,
         schedule=schedule,
+        remote=bool(servers),
     )
+
+
+def same_paths(configs: dict[str, EngineConfig], urls: dict[str, str]) -> bool:
+    """Both paths would run the same engine: identical in-process configurations, or one server."""
+    if not urls:
+        return same_configs(configs)
+    return len(urls) == len(configs) > 1 and len(set(urls.values())) == 1
+
+
+def _path_setup(
+    name: str, config: EngineConfig, servers: Mapping[str, Engine]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """What a path ran with: its engine arguments and environment, or its server's description."""
+    server = servers.get(name)
+    if server is None:
+        return config.engine_kwargs(), config.env_values()
+    return dict(getattr(server, "described", {})), {}
 
 
 def _rendered_prompts(

@@ -115,3 +115,26 @@ def _tagged(request: EngineRequest, tag: str) -> EngineRequest:
     from dataclasses import replace
 
     return replace(request, request_id=f"{tag}{request.request_id}")
+
+
+async def tokenization_difference(engine: object, prompt: str) -> str | None:
+    """Why a server's tokens could not be compared with this machine's: its ``/tokenize`` of the
+    prompt differs from the local tokenizer's (None when they agree, or where the engine is in
+    process or the server does not say)."""
+    ask = getattr(engine, "server_prompt_token_ids", None)
+    local = getattr(engine, "prompt_token_ids", None)
+    if ask is None or local is None:
+        return None
+    served: list[int] | None = await ask(prompt)
+    if served is None:
+        return None
+    mine: list[int] = local(prompt)
+    index = first_divergence(served, mine)
+    if index is None:
+        return None
+    return (
+        f"The server at {getattr(engine, 'url', '?')} tokenizes the prompt differently from this "
+        f"machine's tokenizer ({len(served)} vs {len(mine)} tokens, first difference at token "
+        f"{index}): a parity verdict would compare different prompts. Point --model at the "
+        "served model's own tokenizer files."
+    )

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from backend.chat.compare import CompareResult, path_differences
-from backend.chat.parity import compare_tokens
+from backend.chat.parity import compare_tokens, tokenization_difference
 from backend.engine.metrics import TurnMetrics
 from backend.engine.protocol import (
     Cancelled,
@@ -234,6 +234,14 @@ class TurnPipeline:
     ) -> AsyncIterator[PathEvent | CompareResult]:
         """Both paths' events (baseline first), then a ``CompareResult`` if both finished."""
         self.check(baseline, optimized)
+        for target in (baseline, optimized):
+            notes = list(self._notes)
+            prompt = self._request(target, [], self._declarations()).prompt
+            self._notes = notes  # a check, not a request: no second "prompt sized" note
+            problem = await tokenization_difference(target.engine, prompt)
+            if problem:
+                yield PathEvent(target.name, Failed(target.name, problem, "rejected"))
+                return
         finals: dict[str, Finished] = {}
         for target in (baseline, optimized):
             async for event in self._path(target):

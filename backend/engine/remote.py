@@ -7,16 +7,20 @@ unchanged), and sent to ``/v1/completions`` with ``add_special_tokens=false`` (t
 chunk carries its new token ids (the first also the prompt's, which ``start`` compares with local
 tokenization). Figures while streaming are measured here (labelled client-side); when the stream
 ends, the server's own per-request timings replace them where it sends them
-(``--enable-per-request-metrics``). KV-cache use comes from ``/metrics``. Closing the stream
-aborts the request on the server. The OpenAI client never retries (``max_retries=0``): a failed
-turn is never generated twice. Media cannot travel as our pre-processed arrays; a request with
-media is refused before sending, with a message.
+(``--enable-per-request-metrics``). KV-cache use (polled about once a second while streaming) and
+speculative acceptance (its counters before and after the turn: server-wide, so exact only for
+one request at a time) come from ``/metrics``; the parallel layout from ``/server_info`` where the
+server offers it. Closing the stream aborts the request on the server. The OpenAI client never
+retries (``max_retries=0``): a failed turn is never generated twice. A turn with images or audio
+goes to ``/v1/chat/completions`` as data URLs with the same rendered prompt
+(``backend.engine.remote_media``); a video is refused before sending, with a message.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +36,13 @@ from backend.engine.protocol import (
     ProgressCallback,
     Started,
     TurnEvent,
+)
+from backend.engine.remote_media import JOIN_TEMPLATE, MediaNotSendable, media_parts
+from backend.engine.server_http import (
+    GaugePoller,
+    server_parallel,
+    server_tokens,
+    with_server_gauges,
 )
 from backend.errors import EngineStartFailed
 from backend.messages import ChatMessage, PromptRenderer, RenderedPrompt
@@ -52,9 +63,12 @@ class RemoteEngine:
         self.info: EngineInfo | None = None
         self.served_model = ""
         self._client: Any = None
+        self._http: Any = None
         self._renderer: PromptRenderer | None = None
         self._streams: dict[str, Any] = {}
         self._cancelled: set[str] = set()
+        self.described: dict[str, Any] = {"server": self.url}
+        """What the server said about itself at the last start (kept after ``shutdown``)."""
         self.last_prompt_token_ids: tuple[int, ...] = ()
         """The prompt as the server tokenized it, from the last turn's first chunk."""
 
@@ -101,12 +115,15 @@ class RemoteEngine:
 
         self._renderer = await asyncio.to_thread(PromptRenderer.for_model, str(tokenizer))
         self._client = AsyncOpenAI(base_url=f"{self.url}/v1", api_key=self.api_key or "none", max_retries=0)
+        self._http = httpx.AsyncClient(timeout=CONNECT_TIMEOUT_S, headers=headers)
+        parallel = await server_parallel(self._http, self.url)
         self.info = EngineInfo(
             model=self.served_model,
             max_model_len=max_len,
-            modalities=frozenset({"text"}),
-            engine_args={"server": self.url, "served_model": self.served_model},
+            modalities=_modalities(tokenizer),
+            engine_args={"server": self.url, "served_model": self.served_model, **parallel},
         )
+        self.described = dict(self.info.engine_args)
         say("ready")
         return self.info
 
@@ -115,12 +132,13 @@ class RemoteEngine:
         if self._client is None:
             yield Failed(rid, "The server engine is not connected; start it first.", "not_running")
             return
+        parts: list[dict[str, Any]] | None = None
         if request.multi_modal_data:
-            kinds = ", ".join(sorted(request.multi_modal_data))
-            yield Failed(
-                rid, f"Attachments ({kinds}) cannot be sent to a vLLM server yet: send text.", "rejected"
-            )
-            return
+            try:
+                parts = media_parts(request.prompt, request.multi_modal_data)
+            except MediaNotSendable as error:
+                yield Failed(rid, str(error), "rejected")
+                return
         import openai
 
         text: list[str] = []
@@ -132,24 +150,34 @@ class RemoteEngine:
         first: float | None = None
         last = started
         yield Started(rid)
+        gauges = GaugePoller(self._http, self.url)
+        before = await gauges.read()
         try:
-            stream = await self._client.completions.create(**_completion_args(self.served_model, request))
+            if parts is None:
+                stream = await self._client.completions.create(**_completion_args(self.served_model, request))
+            else:
+                stream = await self._client.chat.completions.create(
+                    **_chat_args(self.served_model, request, parts)
+                )
             self._streams[rid] = stream
             async for chunk in stream:
                 if getattr(chunk, "metrics", None) is not None:
                     server_metrics = _plain(chunk.metrics)
+                prompt_ids = list((chunk.model_extra or {}).get("prompt_token_ids") or prompt_ids)
                 for choice in chunk.choices or ():
                     extra = choice.model_extra or {}
                     prompt_ids = list(extra.get("prompt_token_ids") or prompt_ids)
                     new = list(extra.get("token_ids") or ())
-                    if new or choice.text:
+                    piece = _choice_text(choice)
+                    if new or piece:
                         now = time.perf_counter()
                         first = now if first is None else first
                         last = now
-                        text.append(choice.text)
+                        text.append(piece)
                         token_ids.extend(new)
-                        yield Delta(rid, choice.text, tuple(new))
-                        yield MetricsUpdate(rid, _client_metrics(prompt_ids, token_ids, started, first, last))
+                        yield Delta(rid, piece, tuple(new))
+                        live = _client_metrics(prompt_ids, token_ids, started, first, last)
+                        yield MetricsUpdate(rid, replace(live, kv_cache_usage=gauges.poll()))
                     if choice.finish_reason:
                         finish_reason = str(choice.finish_reason)
         except Exception as error:  # the client raises many kinds; a closed stream is a cancel
@@ -159,7 +187,10 @@ class RemoteEngine:
         finally:
             self._streams.pop(rid, None)
             self.last_prompt_token_ids = tuple(prompt_ids)
+            await gauges.stop()
+        after = await gauges.read()
         metrics = _final_metrics(prompt_ids, token_ids, started, first, last, server_metrics)
+        metrics = with_server_gauges(metrics, before, after)
         if rid in self._cancelled:
             self._cancelled.discard(rid)
             yield Cancelled(rid, "".join(text), tuple(token_ids), metrics)
@@ -186,7 +217,29 @@ class RemoteEngine:
         if self._client is not None:
             await self._client.close()
             self._client = None
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
         self.info = None
+
+    async def forget_cached_prompts(self) -> bool:
+        """Empty the server's prefix cache (``/reset_prefix_cache``, offered in its development
+        mode); False where it does not offer it."""
+        import httpx
+
+        if self._http is None:
+            return False
+        try:
+            answer = await self._http.post(f"{self.url}/reset_prefix_cache")
+        except httpx.HTTPError:
+            return False
+        return answer.status_code == 200
+
+    async def server_prompt_token_ids(self, prompt: str) -> list[int] | None:
+        """The server's own tokenization of a rendered prompt (``/tokenize``), or None."""
+        if self._http is None:
+            return None
+        return await server_tokens(self._http, self.url, self.served_model, prompt)
 
     def _prompt_renderer(self) -> PromptRenderer:
         if self._renderer is None:
@@ -230,6 +283,32 @@ def _completion_args(model: str, request: EngineRequest) -> dict[str, Any]:
     }
 
 
+def _chat_args(model: str, request: EngineRequest, parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """A media turn: the same sampling, the prompt as content parts joined by ``JOIN_TEMPLATE``."""
+    args = _completion_args(model, request)
+    body = {**args.pop("extra_body"), "chat_template": JOIN_TEMPLATE, "add_generation_prompt": False}
+    del args["prompt"]
+    return {**args, "messages": [{"role": "user", "content": parts}], "extra_body": body}
+
+
+def _choice_text(choice: Any) -> str:
+    """A completion choice's ``text``, or a chat choice's ``delta.content``."""
+    text = getattr(choice, "text", None)
+    if text is None:
+        delta = getattr(choice, "delta", None)
+        text = getattr(delta, "content", None) if delta is not None else None
+    return text or ""
+
+
+def _modalities(model_dir: Path) -> frozenset[str]:
+    """What the served model takes, from its local config (text only where there is none here)."""
+    from backend.engine.model_source import ModelSource
+
+    if not (model_dir / "config.json").is_file():
+        return frozenset({"text"})
+    return ModelSource(model_dir, None, "").modalities()
+
+
 def _client_metrics(
     prompt_ids: list[int], token_ids: list[int], started: float, first: float | None, last: float
 ) -> TurnMetrics:
@@ -255,8 +334,6 @@ def _final_metrics(
     server: dict[str, Any] | None,
 ) -> TurnMetrics:
     """The server's own timings where it sent them, else the client's."""
-    from dataclasses import replace
-
     metrics = _client_metrics(prompt_ids, token_ids, started, first, last)
     if not server:
         return metrics
