@@ -297,3 +297,33 @@ def test_compare_says_where_each_path_runs() -> None:
     (difference,) = path_differences(local, remote)
     assert difference.label() == "optimized on http://gpu:8000, baseline in process"
     assert path_differences(remote, remote) == (), "the same server twice: nothing differs"
+
+
+def test_acceptance_comes_from_the_servers_counters_moving_during_the_turn() -> None:
+    """vLLM's exposition format (the real server's KV line is read in the first test; the tiny
+    server does not speculate, so the spec-decode counters are written out here)."""
+    from backend.engine.metrics import TurnMetrics
+    from backend.engine.server_http import parse_metrics, with_server_gauges
+
+    def reading(drafted: int, accepted: int) -> str:
+        return "\n".join(
+            [
+                "# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.",
+                'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.25',
+                'vllm:num_requests_running{engine="0",model_name="m"} 1.0',
+                f'vllm:spec_decode_num_draft_tokens_total{{engine="0",model_name="m"}} {drafted}.0',
+                f'vllm:spec_decode_num_accepted_tokens_total{{engine="0",model_name="m"}} {accepted}.0',
+            ]
+        )
+
+    before, after = parse_metrics(reading(100, 60)), parse_metrics(reading(140, 90))
+    assert after.kv_cache_usage == 0.25 and after.requests_running == 1.0
+    metrics = with_server_gauges(TurnMetrics(generated_tokens=50), before, after)
+    assert (metrics.drafted_tokens, metrics.accepted_tokens, metrics.kv_cache_usage) == (40, 30, 0.25)
+    assert "spec accepted 30/40 (75%)" in metrics.summary_line()
+    plain = with_server_gauges(TurnMetrics(), parse_metrics(""), parse_metrics(""))
+    assert plain.drafted_tokens is None and plain.kv_cache_usage is None, "no figures, no guesses"
+    assert remote_label(
+        {"server": "http://gpu:8000", "tensor_parallel_size": 2, "pipeline_parallel_size": 1}
+    ) == ("remote: gpu:8000 · TP 2")
+    assert remote_label({"server": "http://gpu:8000"}) == "remote: gpu:8000" and remote_label({}) == ""
