@@ -132,13 +132,20 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--dummy-weights",
         action="store_true",
-        help="the real Gemma 4 E2B architecture with random weights (vLLM's dummy load format; no download)",
+        help="the real Gemma 4 E2B architecture with random weights (vLLM's dummy load format; no download); "
+        "measures step costs, and on a CPU only those unless --workload is given",
     )
     bench.add_argument(
         "--workload",
         action="append",
-        choices=("throughput", "single", "chat", "media"),
-        help="run only this workload (repeatable; default: all four)",
+        choices=("throughput", "single", "chat", "media", "none"),
+        help="run only this workload (repeatable; default: all four; none: step costs only)",
+    )
+    bench.add_argument(
+        "--step-costs",
+        action="store_true",
+        help="also measure the optimized path's decode steps — plain, and verifying 1–4 drafts — and the "
+        "speed-up speculation would imply, as a prediction (on with --dummy-weights)",
     )
     bench.add_argument(
         "--requests", type=int, help="throughput: requests at once (default: 8 on CPU, 64 on a GPU)"

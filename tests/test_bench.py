@@ -186,3 +186,51 @@ async def test_bench_on_both_paths_builds_the_report(
     assert "compute roof" in markdown and "bandwidth roof" in markdown
     assert "2 repetition(s), interleaved" in markdown
     assert "CPU flags:" in markdown and "median of the per-repetition ratios" in markdown
+
+
+def test_step_costs_imply_a_speedup_labelled_as_a_prediction() -> None:
+    from backend.bench.step_costs import StepCosts, step_costs_markdown
+
+    costs = StepCosts({1: 100.0, 2: 110.0, 3: 125.0, 5: 160.0}, {1: 8, 2: 8, 3: 8, 5: 8})
+    assert costs.implied_speedup(2, 2.5) == pytest.approx(2.5 * 100 / 125)
+    assert costs.implied_speedup(3, 3.0) is None, "no step of 4 rows was recorded"
+    measured = step_costs_markdown(costs, {1: 1.86, 2: 2.61}, "the demo model")
+    assert "plain step 100.0 ms" in measured
+    assert "| 2 | 125.0 ms | 1.25 | 2.61 | 2.09x |" in measured
+    assert "| 1 | 110.0 ms | 1.10 | 1.86 | 1.69x |" in measured and "| 4 |" in measured
+    assert "measured by the probe on the demo model" in measured and "A prediction" in measured
+    assumed = step_costs_markdown(costs, {}, "the demo model")
+    assert assumed.count("| 2 | 125.0 ms |") == 4 and "acceptance lengths assumed" in assumed
+
+
+@pytest.mark.engine
+def test_bench_step_costs_alone_on_the_real_engine(gemma_home: Path, tmp_path: Path) -> None:
+    """`bench --workload none --step-costs` as a user runs it: one engine with vLLM's iteration
+    records, a median for every row count, no workload table (what `--dummy-weights` does on a CPU)."""
+    import os
+    import subprocess
+    import sys
+
+    report = tmp_path / "steps.json"
+    flags = ["--dtype", "float32", "--json", str(report)]
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "app.cli",
+            *["bench", "--size", "tiny", "--workload", "none", "--step-costs"],
+            *flags,
+        ],
+        cwd=Path(__file__).resolve().parents[1],
+        env={**os.environ, "GEMMA_CHAT_HOME": str(gemma_home)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stderr[-3000:] + run.stdout[-2000:]
+    assert "**Step costs**" in run.stdout and "implied speed-up" in run.stdout
+    assert "| workload | metric |" not in run.stdout, "no workloads were asked for"
+    costs = json.loads(report.read_text())["step_costs"]
+    medians = costs["median_step_ms_by_rows"]
+    assert set(medians) == {"1", "2", "3", "4", "5"} and all(v > 0 for v in medians.values())
+    assert all(n >= 4 for n in costs["decode_steps_by_rows"].values())

@@ -32,6 +32,19 @@ def bench_source(args: argparse.Namespace) -> tuple[ModelSource, dict[str, Argum
     return resolve_model(settings_from_args(args)), {}
 
 
+def bench_workloads(args: argparse.Namespace) -> tuple[str, ...]:
+    """The workloads asked for; with --dummy-weights on a CPU, none unless asked (the full-size
+    workloads take hours on a few cores: the step costs are what such a machine can measure)."""
+    from backend.engine.platform import on_gpu
+
+    asked = [w for w in args.workload or () if w != "none"]
+    if args.workload:
+        return tuple(asked)
+    if args.dummy_weights and not on_gpu():
+        return ()
+    return WORKLOAD_NAMES
+
+
 def run_bench_command(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -46,12 +59,13 @@ def run_bench_command(args: argparse.Namespace) -> int:
 
         print(f"speculation: {measure_with_progress(source, settings.engine).describe()}")
     options = BenchOptions(
-        workloads=tuple(args.workload or WORKLOAD_NAMES),
+        workloads=bench_workloads(args),
         requests=args.requests or default_requests(),
         max_tokens=args.max_tokens,
         repetitions=args.repetitions,
         peer=not args.no_peer,
         dummy_weights=args.dummy_weights,
+        step_costs=args.step_costs or args.dummy_weights,
         extra_args=extra,
     )
     log_dir = paths.logs_dir()

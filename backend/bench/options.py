@@ -27,6 +27,8 @@ class BenchOptions:
     """Rounds of every workload on every path, interleaved; figures are their medians."""
     peer: bool = True
     dummy_weights: bool = False
+    step_costs: bool = False
+    """Also measure decode-step costs (plain and verifying) and the speed-up speculation implies."""
     roof_seconds: float = 1.0
     paths: tuple[str, ...] = ("baseline", "optimized")
     extra_args: dict[str, Argument] = field(default_factory=dict)

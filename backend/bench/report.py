@@ -14,12 +14,14 @@ from backend.bench.rows import Row, figure, num, rows_for
 from backend.bench.workload_runs import RequestResult, WorkloadRun, acceptance_of
 from backend.chat.compare import SAME_PATHS
 from backend.chat.parity import ParityReport, compare_tokens
+from backend.errors import GemmaChatError
 
 if TYPE_CHECKING:
     from backend.bench.model_costs import ModelCosts
     from backend.bench.options import BenchOptions
     from backend.bench.peer import PeerRun
     from backend.bench.roofs import Roofs
+    from backend.bench.step_costs import StepCosts
     from backend.engine.model_source import ModelSource
     from backend.settings import Settings
 
@@ -49,6 +51,9 @@ class BenchReport:
     same_paths: bool = False
     """Both paths' engines would get identical arguments and environment: only one was run."""
     schedule: str = "interleaved"
+    step_costs: StepCosts | None = None
+    step_lengths: dict[int, float] = field(default_factory=dict)
+    """Acceptance lengths the step costs' prediction uses (the probe's, where one is stored)."""
 
     @classmethod
     def build(
@@ -65,6 +70,7 @@ class BenchReport:
         same_paths: bool = False,
         schedule: str = "interleaved",
         remote: bool = False,
+        step_costs: StepCosts | None = None,
     ) -> BenchReport:
         """``remote``: a path ran on a server, so this machine's roofs say nothing of it."""
         from backend.bench.roofs import bandwidth_roof_tokens_per_s, compute_roof_tokens_per_s
@@ -91,8 +97,20 @@ class BenchReport:
             "flops_per_token": costs.flops_per_token,
             "weight_bytes_per_token": costs.weight_bytes_per_token,
         }
+        lengths = _probe_lengths(settings) if step_costs is not None else {}
         return cls(
-            meta, rows, parity, peer_parity, acceptance, memory_gib, roof_info, paths, same_paths, schedule
+            meta,
+            rows,
+            parity,
+            peer_parity,
+            acceptance,
+            memory_gib,
+            roof_info,
+            paths,
+            same_paths,
+            schedule,
+            step_costs,
+            lengths,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -107,6 +125,7 @@ class BenchReport:
             "transformers_parity": {name: _parity_json(p) for name, p in self.peer_parity.items()},
             "speculative_acceptance": self.acceptance,
             "peak_memory_gib": self.memory_gib,
+            "step_costs": None if self.step_costs is None else self._step_costs_json(),
             "paths": {
                 name: {
                     "engine_args": _plain(run.engine_args),
@@ -120,9 +139,19 @@ class BenchReport:
     def to_markdown(self) -> str:
         flags = " ".join(self.meta["machine"].get("cpu_flags") or []) or "not known"
         reps = self.meta["options"]["repetitions"]
-        lines = [
+        title = (
             f"**{self.meta['model']}** · {self.meta['dtype']} · {self.meta['hardware']} · "
-            f"CPU flags: {flags} · vLLM {self.meta['versions'].get('vllm', '?')}",
+            f"CPU flags: {flags} · vLLM {self.meta['versions'].get('vllm', '?')}"
+        )
+        costs = ""
+        if self.step_costs is not None:
+            from backend.bench.step_costs import step_costs_markdown
+
+            costs = step_costs_markdown(self.step_costs, self.step_lengths, "the demo model")
+        if not self.rows:
+            return f"{title}\n\n{costs}"
+        lines = [
+            title,
             "",
             self._method_line(reps),
             "",
@@ -155,7 +184,20 @@ class BenchReport:
         ]
         if divergences:
             lines += ["", "First divergences (baseline vs optimized):", *divergences]
+        if costs:
+            lines += ["", costs.rstrip("\n")]
         return "\n".join(lines) + "\n"
+
+    def _step_costs_json(self) -> dict[str, Any]:
+        costs = self.step_costs
+        if costs is None:
+            return {}
+        lengths = self.step_lengths
+        return {
+            **costs.to_json(),
+            "acceptance_lengths": {str(k): v for k, v in lengths.items()},
+            "implied_speedup_prediction": {str(k): costs.implied_speedup(k, v) for k, v in lengths.items()},
+        }
 
     def _method_line(self, reps: int) -> str:
         if self.same_paths:
@@ -201,6 +243,20 @@ class BenchReport:
             f"{r['bandwidth_roof_tokens_per_s']:.0f} tok/s bandwidth roof (weights read once per step). "
             f"Peak memory: {memory}." + (f" transformers vs baseline tokens: {peer}." if peer else "")
         )
+
+
+def _probe_lengths(settings: Settings) -> dict[int, float]:
+    """The demo model's measured acceptance lengths, where its probe choice is stored here."""
+    from backend.bench.step_costs import measured_lengths
+    from backend.engine.model_source import resolve
+    from backend.engine.platform import on_gpu
+    from backend.engine.speculation.choice import choice_key, stored_choice
+
+    try:
+        demo = resolve("", demo=True)
+    except GemmaChatError:
+        return {}
+    return measured_lengths(stored_choice(choice_key(demo, settings.engine, on_gpu())))
 
 
 def _matmul_label(roofs: dict[str, Any]) -> str:

@@ -305,19 +305,28 @@ async def run_bench(
     device = "cuda" if on_gpu() else "cpu"
     roofs = await asyncio.to_thread(measure_roofs, dtype, threads, device, options.roof_seconds)
     progress("measuring this machine's roofs", 1, 1)
+    step_costs = None
+    if options.step_costs:
+        from backend.bench.step_costs import run_step_costs
+
+        step_costs = await run_step_costs(source, settings, options, log_dir, progress)
     configs = path_configs(source, settings, options)
     urls = {name: url for name in configs if (url := server_for(settings, name))}
     servers = {name: remote_engine(settings, url, name) for name, url in urls.items()}
     same = same_paths(configs, urls)
     measured = dict(list(configs.items())[:1]) if same else configs
     with PeakMemory() as memory:
-        runs, schedule = await measure_paths(source, measured, options, workloads, progress, log_dir, servers)
+        runs, schedule = (
+            await measure_paths(source, measured, options, workloads, progress, log_dir, servers)
+            if options.workloads
+            else ({name: {} for name in measured}, "no workloads: step costs only")
+        )
     paths = {
         name: PathRun(name, runs[name], *_path_setup(name, config, servers))
         for name, config in measured.items()
     }
     peer = None
-    if not servers:  # transformers runs here: a reference for in-process paths only
+    if not servers and options.workloads:  # transformers runs here: for in-process paths only
         rendered = _rendered_prompts(source, workloads, options)
         peer = await asyncio.to_thread(run_peer, source, settings, options, rendered, progress, dtype)
     costs = model_costs(model_config, dtype)
@@ -333,6 +342,7 @@ async def run_bench(
         same_paths=same,
         schedule=schedule,
         remote=bool(servers),
+        step_costs=step_costs,
     )
 
 

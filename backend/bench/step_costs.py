@@ -1,0 +1,187 @@
+"""What one engine step costs at a model's real size, and the speed-up speculation would imply.
+
+A step that verifies ``k`` drafts runs the target over ``1 + k`` rows of one request; a decode
+step of ``1 + k`` requests runs it over ``1 + k`` rows too (the attention reads differ: one
+request's context ``1 + k`` times against ``1 + k`` contexts once, small beside the weights at
+short contexts). So the verifying step is measured as a decode step of ``1 + k`` concurrent
+requests — on the engine, from vLLM's per-iteration records, with no drafter needed — and a
+plain step as a decode step of one request. That is the measurement; the speed-up it implies at
+a mean acceptance length ``L`` (tokens a verifying step yields, the bonus token included) is
+
+    L x plain / verifying(k)
+
+before the drafter's own passes (its ``k`` passes per step add to the verifying step). It is a
+prediction, and the report labels it so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
+from backend.engine.stats import StepRecord
+
+STEP_ROWS = (1, 2, 3, 4, 5)
+"""Rows per decode step: 1 (plain) and 1 + k for k = 1..4 drafts."""
+STEPS_PER_ROW = 8
+RECORDS_SETTLE_S = 0.2
+
+
+@dataclass(frozen=True)
+class StepCosts:
+    median_ms: dict[int, float]
+    """Median decode-step time by rows in the step (1 = plain)."""
+    steps: dict[int, int] = field(default_factory=dict)
+    """Decode steps each median is taken over."""
+
+    @property
+    def plain_ms(self) -> float | None:
+        return self.median_ms.get(1)
+
+    def verifying_ms(self, drafts: int) -> float | None:
+        return self.median_ms.get(1 + drafts)
+
+    def implied_speedup(self, drafts: int, acceptance_length: float) -> float | None:
+        """``L x plain / verifying(k)``: a prediction, without the drafter's passes."""
+        plain, verifying = self.plain_ms, self.verifying_ms(drafts)
+        if not plain or not verifying:
+            return None
+        return acceptance_length * plain / verifying
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "median_step_ms_by_rows": {str(k): v for k, v in self.median_ms.items()},
+            "decode_steps_by_rows": {str(k): v for k, v in self.steps.items()},
+        }
+
+
+async def measure_step_costs(
+    engine: Any,
+    prompt: str,
+    say: Callable[[str], None] = lambda _stage: None,
+    rows: Sequence[int] = STEP_ROWS,
+    steps: int = STEPS_PER_ROW,
+) -> StepCosts:
+    """Decode-step times by rows on a started ``VllmEngine`` whose config has
+    ``enable_logging_iteration_details`` on: for each count, that many requests at once."""
+    medians: dict[int, float] = {}
+    counts: dict[int, int] = {}
+    sampling = SamplingSettings(max_tokens=steps + 2, temperature=0.0, seed=0, ignore_eos=True)
+    for count in rows:
+        say(f"decode steps of {count} row(s)")
+        engine.stats.steps.clear()
+        requests = [EngineRequest(f"steps-{count}-{i}", prompt, sampling=sampling) for i in range(count)]
+        finals = await asyncio.gather(*(_final(engine, r) for r in requests))
+        await asyncio.sleep(RECORDS_SETTLE_S)
+        if not all(isinstance(f, Finished) for f in finals):
+            raise RuntimeError(f"a step-cost request failed: {finals}")
+        recorded = [s for s in engine.stats.steps if _decode_of(s, count)]
+        if recorded:
+            medians[count] = statistics.median(s.elapsed_ms for s in recorded)
+            counts[count] = len(recorded)
+    return StepCosts(medians, counts)
+
+
+def _decode_of(step: StepRecord, rows: int) -> bool:
+    return step.is_decode and step.generation_requests == rows and step.generation_tokens == rows
+
+
+async def _final(engine: Any, request: EngineRequest) -> Any:
+    final = None
+    async for event in engine.stream(request):
+        final = event
+    return final
+
+
+ASSUMED_LENGTHS = (1.5, 2.0, 2.5, 3.0)
+"""Acceptance lengths the prediction is shown at where no probe has measured any on this machine."""
+
+
+def measured_lengths(choice: Any) -> dict[int, float]:
+    """Mean tokens per verifying step by draft count, from a stored probe choice's MTP runs."""
+    if choice is None:
+        return {}
+    return {run.drafts: run.tokens_per_step() for run in choice.runs if run.method == "mtp" and run.histogram}
+
+
+def step_costs_markdown(costs: StepCosts, lengths: dict[int, float], measured_on: str) -> str:
+    """The measured step times and the speed-up they imply, labelled as a prediction."""
+    plain = costs.plain_ms
+    if plain is None:
+        return "Step costs: no plain decode step was recorded.\n"
+    lines = [
+        f"**Step costs** (decode steps measured on the engine; median of {costs.steps.get(1, 0)} plain "
+        f"steps): plain step {plain:.1f} ms.",
+        "",
+        "| drafts k | verifying step (1 + k rows) | × plain | acceptance length L | implied speed-up "
+        "(prediction) |",
+        "| ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for drafts in range(1, max(STEP_ROWS)):
+        verifying = costs.verifying_ms(drafts)
+        if verifying is None:
+            continue
+        for length in [lengths[drafts]] if drafts in lengths else ASSUMED_LENGTHS:
+            implied = costs.implied_speedup(drafts, length)
+            lines.append(
+                f"| {drafts} | {verifying:.1f} ms | {verifying / plain:.2f} | {length:.2f} | {implied:.2f}x |"
+            )
+    source = (
+        f"acceptance lengths measured by the probe on {measured_on}"
+        if lengths
+        else "acceptance lengths assumed (no probe choice stored on this machine: "
+        "`gemma-chat profiles --demo --measure` measures the demo's)"
+    )
+    lines += [
+        "",
+        f"Implied speed-up = L × plain ÷ verifying step, {source}; a verifying step is measured as a "
+        "decode step of 1 + k concurrent requests, and the drafter's own k passes per step are not "
+        "included. A prediction, not a measurement of speculation.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+STEP_KV_CACHE_GIB = 2
+STEP_PROMPT = "Explain, step by step, how a hash table handles collisions."
+
+
+async def run_step_costs(source: Any, settings: Any, options: Any, log_dir: Any, progress: Any) -> StepCosts:
+    """The optimized path's engine without speculation (speculation is what is being predicted),
+    with vLLM's per-iteration records on; started, measured, shut down."""
+    from dataclasses import replace
+
+    from backend.engine.profiles import Argument, EngineProfile, engine_config
+    from backend.engine.vllm import VllmEngine
+    from backend.messages import ChatMessage
+
+    small = settings.engine.model_copy(
+        update={"kv_cache_gib": min(settings.engine.kv_cache_gib, STEP_KV_CACHE_GIB)}
+    )
+    config = engine_config(EngineProfile("optimized", "step costs"), source, small)
+    records = Argument(True, "step costs: every engine step's duration and tokens")
+    config = replace(
+        config, args={**config.args, **options.extra_args, "enable_logging_iteration_details": records}
+    )
+    engine = VllmEngine(source, config, log_path=log_dir / "bench-step-costs.log")
+    stage = "step costs: starting the engine"
+    progress(stage, 0, 1)
+    try:
+        await engine.start()
+        progress(stage, 1, 1)
+        prompt = engine.render([ChatMessage("user", STEP_PROMPT)]).text
+        done = 0
+
+        def say(_stage: str) -> None:
+            nonlocal done
+            progress("step costs: measuring", done, len(STEP_ROWS))
+            done += 1
+
+        costs = await measure_step_costs(engine, prompt, say)
+        progress("step costs: measuring", len(STEP_ROWS), len(STEP_ROWS))
+        return costs
+    finally:
+        await engine.shutdown()
