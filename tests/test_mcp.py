@@ -314,3 +314,5 @@ async def test_an_image_result_shows_in_its_block_and_reaches_a_model_that_sees(
         assert "[image 1: image/png 32x16]" in second.prompt and "'images': '<|image|>'" in second.prompt
         assert [image.size for image in second.multi_modal_data["image"]] == [(32, 16)]
         assert replies(app)[0].text.endswith("A green swatch.")
+        exported = app.export("markdown").read_text()
+        assert f"  ![image 1]({block.record.images[0]})" in exported, "the export links the image"

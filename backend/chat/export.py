@@ -23,7 +23,10 @@ def chat_markdown(conversation: Conversation) -> str:
         lines += [f"## {who}", ""]
         tools = turn.extra.get("tools")
         if isinstance(tools, list) and tools:
-            lines += [f"- `{timeline_line(ToolRecord.from_json(t))}`" for t in tools] + [""]
+            for record in map(ToolRecord.from_json, tools):
+                lines.append(f"- `{timeline_line(record)}`")
+                lines += [f"  ![image {n}]({path})" for n, path in enumerate(record.images, 1)]
+            lines.append("")
         lines += [turn.text, ""]
         if turn.metrics is not None:
             m = turn.metrics

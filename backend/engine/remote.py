@@ -146,12 +146,12 @@ class RemoteEngine:
         prompt_ids: list[int] = []
         finish_reason = "stop"
         server_metrics: dict[str, Any] | None = None
+        gauges = GaugePoller(self._http, self.url)
+        before = await gauges.read()  # before the clock starts: the turn's figures exclude it
         started = time.perf_counter()
         first: float | None = None
         last = started
         yield Started(rid)
-        gauges = GaugePoller(self._http, self.url)
-        before = await gauges.read()
         try:
             if parts is None:
                 stream = await self._client.completions.create(**_completion_args(self.served_model, request))
