@@ -10,7 +10,7 @@ from pathlib import Path
 
 from app.commands.flags import settings_from_args
 from backend import paths
-from backend.bench.options import WORKLOAD_NAMES, BenchOptions, default_requests
+from backend.bench.options import BENCH_LOG, WORKLOAD_NAMES, BenchOptions, default_requests
 from backend.bench.session import run_bench
 from backend.engine.factory import resolve_model
 from backend.engine.log import capture_stderr
@@ -70,7 +70,7 @@ def run_bench_command(args: argparse.Namespace) -> int:
     )
     log_dir = paths.logs_dir()
     log_dir.mkdir(parents=True, exist_ok=True)
-    with capture_stderr(log_dir / "bench-engines.log") as terminal:
+    with capture_stderr(log_dir / BENCH_LOG) as terminal:
         console = Console(file=terminal, stderr=False)
         console.print(f"gemma-chat bench: {source.name} ({source.path})")
         bars = Progress(

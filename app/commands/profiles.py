@@ -19,11 +19,11 @@ from backend.settings import EngineSettings, Settings
 
 def measure_with_progress(source: ModelSource, settings: EngineSettings) -> SpeculationChoice:
     """Run the speculation probe with its engines' logs in a file and its stages on stderr."""
-    from backend.engine.speculation.probe import measure_speculation
+    from backend.engine.speculation.probe import PROBE_LOG, measure_speculation
 
     log_dir = paths.logs_dir()
     log_dir.mkdir(parents=True, exist_ok=True)
-    with capture_stderr(log_dir / "speculation-probe.log") as terminal:
+    with capture_stderr(log_dir / PROBE_LOG) as terminal:
 
         def say(stage: str) -> None:
             terminal.write(f"gemma-chat: {stage}…\n")

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from backend.engine.profiles import Argument
 
 WORKLOAD_NAMES = ("throughput", "single", "chat", "media")
+BENCH_LOG = "bench-engines.log"
+"""The file under the logs directory the bench's engines write to (their stderr is captured there)."""
 Progress = Callable[[str, int, int], None]
 """``(stage, done, total)``: the CLI draws bars from it."""
 

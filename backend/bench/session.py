@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 from backend.bench.memory import PeakMemory
-from backend.bench.options import BenchOptions, Progress
+from backend.bench.options import BENCH_LOG, BenchOptions, Progress
 from backend.bench.peer import PeerRun
 from backend.bench.report import BenchReport, PathRun
 from backend.bench.workload_runs import BenchPrompt, WorkloadRun, run_chat, run_sequential, run_throughput
@@ -147,7 +147,7 @@ async def measure_paths(
 async def _start(
     path: str, source: ModelSource, config: EngineConfig, progress: Progress, log_dir: Any
 ) -> VllmEngine:
-    engine = VllmEngine(source, config, log_path=log_dir / f"bench-{path}.log")
+    engine = VllmEngine(source, config, log_path=log_dir / BENCH_LOG)
     progress(f"{path}: starting the engine", 0, 1)
     await engine.start()
     progress(f"{path}: starting the engine", 1, 1)

@@ -146,14 +146,19 @@ def step_costs_markdown(costs: StepCosts, lengths: dict[int, float], measured_on
 
 
 STEP_KV_CACHE_GIB = 2
+STEP_WINDOW = 512
+"""Context window and tokens per step of the step-cost engine: vLLM's memory profile runs one
+forward over this many tokens, whose logits alone take ``STEP_WINDOW x vocab x 4`` bytes
+(8.6 GB at Gemma 4's 262144-token vocabulary and the usual 8192)."""
 STEP_PROMPT = "Explain, step by step, how a hash table handles collisions."
 
 
 async def run_step_costs(source: Any, settings: Any, options: Any, log_dir: Any, progress: Any) -> StepCosts:
     """The optimized path's engine without speculation (speculation is what is being predicted),
-    with vLLM's per-iteration records on; started, measured, shut down."""
+    text only, with vLLM's per-iteration records on; started, measured, shut down."""
     from dataclasses import replace
 
+    from backend.bench.options import BENCH_LOG
     from backend.engine.profiles import Argument, EngineProfile, engine_config
     from backend.engine.vllm import VllmEngine
     from backend.messages import ChatMessage
@@ -163,10 +168,21 @@ async def run_step_costs(source: Any, settings: Any, options: Any, log_dir: Any,
     )
     config = engine_config(EngineProfile("optimized", "step costs"), source, small)
     records = Argument(True, "step costs: every engine step's duration and tokens")
-    config = replace(
-        config, args={**config.args, **options.extra_args, "enable_logging_iteration_details": records}
+    text_only = Argument(
+        {"image": 0, "audio": 0, "video": 0},
+        "step costs: text decoding only (no media towers loaded or profiled: less memory at full size)",
     )
-    engine = VllmEngine(source, config, log_path=log_dir / "bench-step-costs.log")
+    short = Argument(STEP_WINDOW, "step costs: short requests; a small profiling pass at a 262k vocabulary")
+    args = {
+        **config.args,
+        **options.extra_args,
+        "enable_logging_iteration_details": records,
+        "limit_mm_per_prompt": text_only,
+        "max_model_len": short,
+        "max_num_batched_tokens": short,
+    }
+    config = replace(config, args=args)
+    engine = VllmEngine(source, config, log_path=log_dir / BENCH_LOG)
     stage = "step costs: starting the engine"
     progress(stage, 0, 1)
     try:

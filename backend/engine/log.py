@@ -23,6 +23,8 @@ _KV_TOO_SMALL = re.compile(
     r"model length is (\d+)\.)?"
 )
 _NO_KV = "No available memory for the cache blocks"
+_KILLED = re.compile(r"died unexpectedly \(exit code: -9\)")
+"""vLLM's words when the system killed a worker (the kernel's out-of-memory killer sends SIGKILL)."""
 _OOM = ("CUDA out of memory", "OutOfMemoryError", "Cannot allocate memory", "std::bad_alloc")
 
 
@@ -72,6 +74,12 @@ def diagnose(error: BaseException, log_text: str, log_path: Path | None) -> Gemm
             "Not enough memory for the KV cache: the model's weights left no room for it.",
             f"Give the engine more memory (--kv-cache-gib on CPU, --gpu-memory-utilization on a GPU) "
             f"or use a smaller model.{where}",
+        )
+    if _KILLED.search(text):
+        return NotEnoughMemory(
+            "The engine's worker process was killed by the system while starting (exit code -9): "
+            "most likely there was not enough memory for the model.",
+            f"Close other programs, lower --max-model-len, or use a smaller model.{where}",
         )
     if any(marker in text for marker in _OOM):
         return NotEnoughMemory(

@@ -35,6 +35,8 @@ from backend.errors import GemmaChatError
 from backend.messages import PromptRenderer
 from backend.settings import EngineSettings
 
+PROBE_LOG = "speculation-probe.log"
+"""The file under the logs directory the probe's engines write to (their stderr is captured there)."""
 PROBE_PROMPTS = 6
 PROBE_TOKENS = 64
 RECORDS_SETTLE_S = 0.1
@@ -163,8 +165,7 @@ async def _measure(
 
 async def _start(candidate: _Candidate, log_dir: Path, warm_up: EngineRequest) -> VllmEngine:
     """The candidate's engine, started and warmed up (kept on the candidate for the shutdown)."""
-    name = candidate.label.replace("@", "-")
-    engine = VllmEngine(candidate.source, candidate.config, log_path=log_dir / f"probe-{name}.log")
+    engine = VllmEngine(candidate.source, candidate.config, log_path=log_dir / PROBE_LOG)
     candidate.engine = engine
     await engine.start()
     await _finished(engine, replace(warm_up, request_id=f"warm-up-{warm_up.request_id}"), candidate)
