@@ -184,24 +184,17 @@ async def test_images_and_audio_go_as_data_urls_and_give_the_same_tokens(
         await remote.shutdown()
 
 
-async def test_a_server_that_tokenizes_differently_is_caught_before_compare(
+async def test_a_server_that_tokenizes_differently_is_refused_at_connect_time(
     server: tuple[str, subprocess.Popen[bytes]],
 ) -> None:
-    """The demo model's tokenizer here, the tiny checkpoint's on the server: a compare would be
-    meaningless, and says so before generating."""
+    """The demo model's tokenizer here, the tiny checkpoint's on the server (a wrong --model): one
+    readable refusal before any turn (compare checks each prompt again: tests/test_turn_pipeline.py)."""
     from backend.engine.model_source import resolve
 
     url, _ = server
-    remote = RemoteEngine(url, resolve("", demo=True).path)
-    await remote.start()
-    try:
-        prompt = remote.render([ChatMessage("user", "Hello there")]).text
-        problem = await tokenization_difference(remote, prompt)
-        assert problem is not None and problem.startswith(
-            f"The server at {url} tokenizes the prompt differently"
-        )
-    finally:
-        await remote.shutdown()
+    with pytest.raises(EngineStartFailed, match="whose tokenizer differs from the one here") as refused:
+        await RemoteEngine(url, resolve("", demo=True).path).start()
+    assert refused.value.fix == "Pass --model DIR with the served model's own tokenizer files."
 
 
 def test_bench_runs_over_http_against_the_server(

@@ -48,6 +48,8 @@ from backend.errors import EngineStartFailed
 from backend.messages import ChatMessage, PromptRenderer, RenderedPrompt
 
 CONNECT_TIMEOUT_S = 10.0
+TOKENIZER_SAMPLE = "Déjà vu: 3 × 7 = 21, isn't it? <b>print('日本語')</b>"
+"""Rendered and tokenized on both sides at connect time (accents, digits, markup, CJK)."""
 
 
 class RemoteEngine:
@@ -116,6 +118,7 @@ class RemoteEngine:
         self._renderer = await asyncio.to_thread(PromptRenderer.for_model, str(tokenizer))
         self._client = AsyncOpenAI(base_url=f"{self.url}/v1", api_key=self.api_key or "none", max_retries=0)
         self._http = httpx.AsyncClient(timeout=CONNECT_TIMEOUT_S, headers=headers)
+        await self._check_tokenizer(tokenizer)
         parallel = await server_parallel(self._http, self.url)
         self.info = EngineInfo(
             model=self.served_model,
@@ -126,6 +129,20 @@ class RemoteEngine:
         self.described = dict(self.info.engine_args)
         say("ready")
         return self.info
+
+    async def _check_tokenizer(self, tokenizer: Path) -> None:
+        """A wrong model (the server's tokenizer is not the local copy's) is refused at connect
+        time: every prompt rendered here would reach the model as other tokens."""
+        sample = self.render([ChatMessage("user", TOKENIZER_SAMPLE)]).text
+        served = await self.server_prompt_token_ids(sample)
+        if served is None or served == self.prompt_token_ids(sample):
+            return
+        await self.shutdown()
+        raise EngineStartFailed(
+            f"The vLLM server at {self.url} serves {self.served_model!r}, whose tokenizer differs from "
+            f"the one here ({tokenizer}): prompts rendered here would reach it as other tokens.",
+            "Pass --model DIR with the served model's own tokenizer files.",
+        )
 
     async def stream(self, request: EngineRequest) -> AsyncIterator[TurnEvent]:
         rid = request.request_id
