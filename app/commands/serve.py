@@ -17,6 +17,7 @@ from typing import Any
 from app.commands.flags import settings_from_args
 from backend.engine.factory import resolve_model
 from backend.engine.profiles import EngineProfile, engine_config
+from backend.engine.server_http import PARALLEL_KEYS
 
 
 def serve_command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
@@ -31,7 +32,7 @@ def serve_command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
         if name == "model":
             continue
         argv += _flag(name, value)
-    for name in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
+    for name in PARALLEL_KEYS:
         value = getattr(args, name)
         if value:
             argv += _flag(name, value)

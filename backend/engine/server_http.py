@@ -152,7 +152,8 @@ async def server_parallel(http: Any, url: str) -> dict[str, int]:
         return {}
     if answer.status_code != 200:
         return {}
-    config = (answer.json().get("vllm_config") or {}) if isinstance(answer.json(), dict) else {}
+    body = answer.json()
+    config = (body.get("vllm_config") or {}) if isinstance(body, dict) else {}
     parallel = config.get("parallel_config") if isinstance(config, dict) else None
     if not isinstance(parallel, dict):
         return {}
