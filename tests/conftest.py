@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from backend.checkpoints import GeneratedCheckpoint, make_checkpoint
+from backend.engine.log import capture_stderr
 from backend.engine.model_source import ModelSource, resolve
 from backend.engine.profiles import Argument, EngineProfile, engine_config
 from backend.engine.vllm import VllmEngine
@@ -61,8 +62,10 @@ async def _started(
     config = engine_config(profile, source, TEST_ENGINE)
     if extra:
         config = replace(config, args={**config.args, **extra})
-    engine = VllmEngine(source, config, log_path=home / "logs" / f"{profile.name}-engine.log")
-    await engine.start()
+    log = home / "logs" / f"{profile.name}-engine.log"
+    engine = VllmEngine(source, config, log_path=log)
+    with capture_stderr(log):  # the engine's processes log to the fd 2 they start with
+        await engine.start()
     return engine
 
 

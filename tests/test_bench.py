@@ -21,6 +21,8 @@ from backend.bench.session import path_configs, run_interleaved, same_configs, w
 from backend.bench.workload_runs import RequestResult, WorkloadRun
 from backend.bench.workloads import load_workloads
 from backend.chat.compare import SAME_PATHS
+from backend.compat import blocking_wait
+from backend.compat.blocking_wait import ENV as BLOCKING_WAIT_ENV
 from backend.engine.metrics import TurnMetrics
 from backend.engine.model_source import ModelSource
 from backend.engine.protocol import EngineRequest, TurnEvent
@@ -105,8 +107,9 @@ def test_identical_paths_report_that_nothing_applies(tiny_source: ModelSource) -
 
 @pytest.mark.engine
 async def test_bench_on_both_paths_builds_the_report(
-    path_engines: tuple[VllmEngine, VllmEngine], tiny_source: ModelSource, tmp_path: Path
+    path_engines: tuple[VllmEngine, VllmEngine], tiny_source: ModelSource, tmp_path: Path, gemma_home: Path
 ) -> None:
+    """Also: the optimized engine waits without spinning (its tokens are the baseline's, below)."""
     baseline, optimized = path_engines
     workloads = load_workloads()
     stages: list[tuple[str, int, int]] = []
@@ -175,6 +178,13 @@ async def test_bench_on_both_paths_builds_the_report(
     assert doc["roofs"]["compute_roof_tokens_per_s"] > 0 and doc["roofs"]["threads"] == 1
     assert doc["meta"]["versions"]["vllm"]
     assert doc["paths"]["optimized"]["engine_args"]["speculative_config"]
+    assert doc["paths"]["optimized"]["env"][BLOCKING_WAIT_ENV] == "1"
+    assert BLOCKING_WAIT_ENV not in doc["paths"]["baseline"]["env"]
+    logs = {
+        name: (gemma_home / "logs" / f"{name}-engine.log").read_text() for name in ("baseline", "optimized")
+    }
+    assert blocking_wait.IN_USE in logs["optimized"], "the patch is live in the optimized engine's processes"
+    assert blocking_wait.IN_USE not in logs["baseline"]
     row = doc["rows"][0]
     assert set(row) >= {"workload", "metric", "baseline", "optimized", "ratio", "transformers", "roof"}
     assert set(row) >= {"baseline_runs", "optimized_runs", "ratio_low", "ratio_high", "within_noise"}

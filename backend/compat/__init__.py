@@ -7,14 +7,16 @@ Standard library only until a patched module is actually imported.
 * ``torchvision_ops``: the package index's CUDA-built torchvision imports beside CPU torch.
 * ``gemma4_audio``: Gemma 4's audio tower runs on vLLM's CPU build.
 * ``cpu_linear``: the optimized path's bfloat16 linear kernel (only where its engine asks).
+* ``blocking_wait``: the optimized engine's processes sleep instead of spinning between steps.
 """
 
 from __future__ import annotations
 
-from backend.compat import cpu_linear, gemma4_audio, torchvision_ops
+from backend.compat import blocking_wait, cpu_linear, gemma4_audio, torchvision_ops
 
 
 def install_import_hooks() -> None:
     torchvision_ops.install_import_hook()
     gemma4_audio.install_import_hook()
     cpu_linear.install_import_hook()
+    blocking_wait.install_import_hook()

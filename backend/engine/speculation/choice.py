@@ -35,6 +35,9 @@ if TYPE_CHECKING:
 PROBE_DRAFTS = 4
 MIN_GAIN = 1.05
 CHOICES_FILE = "speculation-choices.json"
+OPTIMIZED_CPU_WAIT = "sleep"
+"""How the optimized engine's processes wait for each other on a CPU (``backend.compat.blocking_wait``):
+a choice measured while they spun does not apply."""
 KEYED_ENV = (
     "VLLM_ENABLE_V1_MULTIPROCESSING",
     "VLLM_CPU_NUM_OF_RESERVED_CPU",
@@ -178,6 +181,7 @@ def choice_key(source: ModelSource, settings: EngineSettings, gpu: bool) -> str:
     parts: list[str] = [settings.dtype, "gpu" if gpu else f"cpu-{platform.machine()}", _vllm_version()]
     if not gpu:
         parts += [",".join(cpu_flags()), f"cores={os.cpu_count()}", f"all_cores={settings.cpu_all_cores}"]
+        parts.append(f"engine_wait={OPTIMIZED_CPU_WAIT}")
     parts += [f"{name}={os.environ.get(name, '')}" for name in KEYED_ENV]
     for directory in (source.path, source.drafter):
         if directory is None:
