@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from backend.chat.parity import TokenParity
+from backend.compat.blocking_wait import ENV as BLOCKING_WAIT_ENV
 from backend.engine.protocol import EngineInfo, Finished
 from backend.kernels.env import KERNEL_ENV, THREADS_ENV
 
@@ -34,6 +35,8 @@ class PathDifference:
             return f"{method} speculation ({value.get('num_speculative_tokens')} drafts)"
         if self.name == f"env {KERNEL_ENV}":
             return "bf16 linear kernel"
+        if self.name == f"env {BLOCKING_WAIT_ENV}":
+            return "no spinning between steps"
         if self.name == "where":
             return f"optimized {value}, baseline {self.baseline}"
         if value is None:
