@@ -12,8 +12,7 @@ profile does on a CPU; the baseline never does), a reader in that window sleeps 
 between looks instead of yielding. (Sleeping on the notification socket alone is not safe:
 the writer's notifications can be dropped — its socket keeps one — and a reader that misses
 one sleeps until the 5 s recheck.) What is read is unchanged: this moves no bit, only when a
-process waits. Standard library only until vLLM's
-module is imported.
+process waits. Standard library only until vLLM's module is imported.
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ import time
 from typing import Any
 
 from backend.compat.after_import import after_import
+from backend.compat.engine_log import log
 
 MODULE = "vllm.distributed.device_communicators.shm_broadcast"
 ENV = "GEMMA_CHAT_BLOCKING_WAIT"
@@ -31,14 +31,7 @@ IN_USE = "gemma-chat blocking wait: in use (engine processes sleep between steps
 
 
 _logged: list[bool] = []
-
-
-def _log_once() -> None:
-    """Said at the first wait, when vLLM's logging is set up (at import time it is not yet)."""
-    _logged.append(True)
-    from vllm.logger import init_logger
-
-    init_logger("vllm.gemma_chat").info(IN_USE)
+"""Whether this process has said ``IN_USE`` (at its first wait: vLLM's logging is not set up at import)."""
 
 
 POLL_S = 50e-6
@@ -53,7 +46,8 @@ def patch(module: Any) -> None:
 
     def wait(self: Any, timeout_ms: int | None = None) -> None:
         if not _logged:
-            _log_once()
+            _logged.append(True)
+            log(IN_USE)
         if time.monotonic() <= self.last_read + self.busy_loop_s:
             time.sleep(POLL_S)  # instead of sched_yield: the core is free in between
         else:

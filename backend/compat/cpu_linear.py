@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.compat.after_import import after_import
+from backend.compat.engine_log import log
 from backend.kernels.env import KERNEL_ENV
 
 MODULE = "vllm.model_executor.layers.utils"
@@ -31,14 +32,8 @@ def _kernel(path: str) -> Any:
 
         _state["kernel"] = bf16_linear.load(Path(path))
         if _state["kernel"] is None:
-            _log("gemma-chat bf16 linear kernel: not used (it does not reproduce PyTorch here)")
+            log("gemma-chat bf16 linear kernel: not used (it does not reproduce PyTorch here)")
     return _state["kernel"]
-
-
-def _log(message: str) -> None:
-    from vllm.logger import init_logger
-
-    init_logger("vllm.gemma_chat").info(message)
 
 
 def is_torch_fallback(cpu_linear: Any) -> bool:
@@ -60,7 +55,7 @@ def _replace(layer: Any, path: str) -> None:
     layer.cpu_linear = lambda x, weight, bias: kernel(x, weight)
     _state["layers"] += 1
     if _state["layers"] == 1:
-        _log(f"gemma-chat bf16 linear kernel: in use ({path})")
+        log(f"gemma-chat bf16 linear kernel: in use ({path})")
 
 
 def patch(module: Any) -> None:

@@ -17,25 +17,24 @@ class CpuClass:
     adds: str
 
 
+EVERY_CPU = (
+    "engine processes that sleep between steps instead of spinning; speculation where "
+    "`profiles --measure` found it pays"
+)
+"""What the optimized path adds on any CPU."""
+
 AVX2 = CpuClass(
     "AVX2 without native bfloat16 (e.g. AMD EPYC Zen 2/3)",
     "gemma-chat's bfloat16 linear kernel on bf16 checkpoints (bit-identical to PyTorch's AVX2 path, "
-    "its threads on every core); "
-    "engine processes that sleep between steps instead of spinning; speculation where "
-    "`profiles --measure` found it pays",
+    f"its threads on every core); {EVERY_CPU}",
 )
 NATIVE_BF16 = CpuClass(
     "AVX512-BF16 / AMX (e.g. Intel Xeon Sapphire Rapids and later)",
     "no kernel (oneDNN computes bfloat16 natively; the kernel reproduces only the AVX2 path); "
-    "engine processes that sleep between steps instead of spinning; speculation where `profiles --measure` "
-    "found it pays; every core for the model only with "
-    "`cpu_all_cores = true` (it changed greedy tokens: opt-in)",
+    f"{EVERY_CPU}; every core for the model only with `cpu_all_cores = true` (it changed greedy "
+    "tokens: opt-in)",
 )
-OTHER = CpuClass(
-    "other x86 or Arm",
-    "engine processes that sleep between steps instead of spinning; speculation where "
-    "`profiles --measure` found it pays",
-)
+OTHER = CpuClass("other x86 or Arm", EVERY_CPU)
 CLASSES = (AVX2, NATIVE_BF16, OTHER)
 
 

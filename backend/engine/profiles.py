@@ -243,17 +243,16 @@ def engine_config(
             )
         else:
             notes = (*notes, f"bfloat16 linear kernel not used: {why_not}")
-    if not gpu and profile.name == "optimized":
         env[BLOCKING_WAIT_ENV] = Argument(
             1,
             "the engine core and the model worker sleep between looks at their shared ring instead of "
             "spinning on a core the model's threads need (no bit changes; it cut the engine's CPU use "
             "by 14-20% here, decode speed within noise)",
         )
-    if not gpu and profile.name == "optimized" and settings.cpu_all_cores:
-        env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = Argument(
-            0,
-            "run the model on every core (opt-in: faster, but in bfloat16 it changed greedy tokens "
-            "on 3 of 19 parity prompts)",
-        )
+        if settings.cpu_all_cores:
+            env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = Argument(
+                0,
+                "run the model on every core (opt-in: faster, but in bfloat16 it changed greedy tokens "
+                "on 3 of 19 parity prompts)",
+            )
     return EngineConfig(profile=profile, args=args, env=env, notes=notes)

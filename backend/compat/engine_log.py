@@ -1,0 +1,10 @@
+"""A line in the engine's own log, from a patch running inside vLLM's processes."""
+
+from __future__ import annotations
+
+
+def log(message: str) -> None:
+    """Through vLLM's logger (call after vLLM's logging is set up: not at its import time)."""
+    from vllm.logger import init_logger
+
+    init_logger("vllm.gemma_chat").info(message)
