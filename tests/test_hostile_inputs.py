@@ -5,14 +5,13 @@ here and run in its own forked child (``tests/hostile_worker.py``).
 Every case must end in bounded time as expected — refused with a message that names the input
 and the reason, or accepted — with no traceback and its peak memory under ``MEMORY_BOUND_MB``
 above the worker's own; fault cases also check that nothing the user typed or attached is lost.
-The app-level cases at the end drive the chat app and check it stays usable.
+The app under the same faults is in ``tests/test_hostile_app.py``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import struct
 import subprocess
 import sys
@@ -585,107 +584,3 @@ def test_vllm_gemma4_parser_was_run_on_the_corpus_and_does_not_hold() -> None:
     typed = f"{CALL}f{{n:42,ok:true}}{END}"
     assert parse_tool_calls(typed)[0]["arguments"] == {"n": "42", "ok": "true"}, "vLLM keeps only strings"
     assert parse_output(typed).calls[0].arguments == {"n": 42, "ok": True}
-
-
-# -- the app under the same faults: a message, and the app goes on -----------------------------
-
-
-async def test_app_prompt_over_the_window_is_refused_and_the_app_goes_on(tmp_path: Path) -> None:
-    from tests.fake_engine import FakeEngine
-    from tests.test_tui import make_app, replies, send
-
-    app, _ = make_app(tmp_path, lambda p: FakeEngine(p, max_model_len=300), max_tokens=64)
-    async with app.run_test() as pilot:
-        await send(app, pilot, "word " * 400)
-        block = str(replies(app)[0].query_one(".error").render())
-        assert "not sent" in block and "exceeds the optimized path's context window (300 tokens)" in block
-        assert app.conversation.turns[0].text.startswith("word word"), "the message is kept"
-        await pilot.press("ctrl+n")
-        await send(app, pilot, "short")
-        assert replies(app)[-1].text.startswith("Hello"), "the app still answers"
-
-
-async def test_app_engine_dying_mid_stream_keeps_the_partial_reply(tmp_path: Path) -> None:
-    from collections.abc import AsyncIterator
-
-    from backend.engine.protocol import Delta, EngineRequest, Failed, Started, TurnEvent
-    from tests.fake_engine import FakeEngine
-    from tests.test_tui import make_app, replies, send
-
-    class Dying(FakeEngine):
-        async def stream(self, request: EngineRequest) -> AsyncIterator[TurnEvent]:
-            self.requests.append(request)
-            yield Started(request.request_id)
-            yield Delta(request.request_id, "half an ans", (1,))
-            yield Failed(request.request_id, "The engine process stopped unexpectedly.", "engine_died")
-
-    created: list[FakeEngine] = []
-
-    def factory(profile: str) -> FakeEngine:
-        created.append(Dying(profile) if not created else FakeEngine(profile))
-        return created[-1]
-
-    app, _ = make_app(tmp_path, factory)
-    async with app.run_test() as pilot:
-        await send(app, pilot, "first")
-        reply = replies(app)[0]
-        assert reply.text == "half an ans" and "stopped unexpectedly" in str(
-            reply.query_one(".error").render()
-        )
-        assert app.conversation.turns[-1].text == "half an ans", "the partial reply is kept"
-        await send(app, pilot, "again")
-        assert len(created) == 2 and replies(app)[-1].text.startswith("Hello"), "a new engine answers"
-
-
-async def test_app_with_a_locked_history_keeps_the_chat_and_saves_it_later(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Another program holds the history locked: the app opens it (WAL lets it read), says each
-    save failed, keeps the chat, and saves all of it in order once the lock is gone."""
-    from backend.chat import store as store_module
-    from backend.chat.store import ChatStore
-    from tests.test_tui import make_app, send
-
-    ChatStore(tmp_path / "history.db").close()
-    monkeypatch.setattr(store_module, "BUSY_TIMEOUT_S", 0.3)
-    app, _ = make_app(tmp_path)
-    async with app.run_test() as pilot:
-        assert app.store is not None
-        app.store._db.execute("PRAGMA busy_timeout = 300")
-        blocker = sqlite3.connect(tmp_path / "history.db", timeout=0)
-        blocker.execute("BEGIN EXCLUSIVE")
-        await send(app, pilot, "while locked")
-        assert any("database is locked" in str(n.message) for n in app._notifications)
-        assert app.conversation.turns[0].text == "while locked", "kept in memory"
-        blocker.rollback()
-        blocker.close()
-        await send(app, pilot, "after the lock")
-    store = ChatStore(tmp_path / "history.db")
-    chat = store.last_chat()
-    assert chat is not None
-    texts = [m.text for m in store.branch(chat)]
-    assert texts[0] == "while locked" and texts[2] == "after the lock" and len(texts) == 4, texts
-    assert not list(tmp_path.glob("history.db.corrupt-*")), "a locked database is never moved aside"
-
-
-async def test_app_with_a_corrupt_history_moves_it_aside_and_starts_clean(tmp_path: Path) -> None:
-    from tests.test_tui import make_app, replies, send, wait_until
-
-    (tmp_path / "history.db").write_bytes(os.urandom(8192))
-    app, _ = make_app(tmp_path)
-    async with app.run_test() as pilot:
-        await wait_until(pilot, lambda: any("moved aside" in str(n.message) for n in app._notifications))
-        await send(app, pilot, "a fresh start")
-        assert replies(app)[0].text.startswith("Hello")
-    assert len(list(tmp_path.glob("history.db.corrupt-*"))) == 1, "kept, never deleted"
-
-
-def test_a_bad_config_file_stops_a_command_with_its_name(tmp_path: Path) -> None:
-    from tests.test_cli import _gemma_chat
-
-    (tmp_path / "config").mkdir()
-    (tmp_path / "config" / "config.toml").write_text('[tools]\nallowed_dir = ["/srv/safe"]\n')
-    result = _gemma_chat("profiles", "--demo", env={"GEMMA_CHAT_HOME": str(tmp_path)})
-    assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert "config.toml: [tools] allowed_dir is not a setting" in result.stderr
-    assert "Did you mean allowed_dirs?" in result.stderr
