@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -55,6 +58,35 @@ def test_leading_dimensions_and_compiled_graphs(kernel: bf16_linear.Linear) -> N
         kernel(torch.randn(2, 256), w)  # float32 input, bfloat16 weight: PyTorch's own error, not garbage
     compiled = torch.compile(lambda a, b: kernel(a, b) * 2, fullgraph=True, backend="eager")
     assert torch.equal(_bits(compiled(x, w)), _bits(expected * 2)), "an opaque operator to torch.compile"
+
+
+def test_threads_share_products_and_a_busy_core_changes_no_bit(kernel: bf16_linear.Linear) -> None:
+    """The helper thread claims column blocks; with another program spinning on its core it
+    loses that core mid-block, and the products are still PyTorch's bits."""
+    generator = torch.Generator().manual_seed(7)
+    cases = [(rows, torch.randn(rows, 1024, generator=generator).to(torch.bfloat16)) for rows in (1, 6)]
+    w = torch.randn(1536, 1024, generator=generator).to(torch.bfloat16)
+    expected = [torch.nn.functional.linear(x, w) for _, x in cases]
+    before = bf16_linear.stats()
+    for _ in range(100):
+        for (_, x), want in zip(cases, expected, strict=True):
+            assert torch.equal(_bits(kernel(x, w)), _bits(want))
+    idle = bf16_linear.stats()
+    assert idle.shared + idle.alone >= before.shared + before.alone + 200
+    assert idle.helper_blocks > before.helper_blocks, "the helper took part"
+    helper_core = max(os.sched_getaffinity(0))
+    busy = subprocess.Popen(
+        [sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{helper_core}}})\nwhile True: pass"]
+    )
+    try:
+        for _ in range(300):
+            for (_, x), want in zip(cases, expected, strict=True):
+                assert torch.equal(_bits(kernel(x, w)), _bits(want))
+    finally:
+        busy.kill()
+        busy.wait()
+    loaded = bf16_linear.stats()
+    assert loaded.shared + loaded.alone >= idle.shared + idle.alone + 600
 
 
 def test_vllm_layers_on_the_pytorch_fallback_get_the_kernel(

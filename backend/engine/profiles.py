@@ -239,7 +239,8 @@ def engine_config(
             env[CPU_LINEAR_THREADS_ENV] = Argument(
                 cores,
                 "the kernel's threads, one per core: besides the model's own, the cores vLLM keeps "
-                "for its front end, which waits while the model computes (threads change no bit)",
+                "for its front end, which waits while the model computes; a helper whose core is "
+                "busy leaves its column blocks to the model's thread (threads change no bit)",
             )
         else:
             notes = (*notes, f"bfloat16 linear kernel not used: {why_not}")

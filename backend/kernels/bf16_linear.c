@@ -13,8 +13,9 @@
  *  - one x row (decode): each weight row streams through once, converted in registers;
  *  - several x rows (prefill, batches): each weight row is converted once per block of 32
  *    x rows, and a tile of 3 weight rows x 4 x rows shares its loads;
- *  - the output columns are split between threads (gc_set_threads): each output is still
- *    one thread's unchanged dot product, so the thread count changes no bit.
+ *  - the output columns are cut into blocks the threads claim from a shared counter
+ *    (gc_set_threads, gc_linear_bf16): each output is still one thread's unchanged dot
+ *    product, so neither the thread count nor which thread took a block changes a bit.
  * ATen's loop converts both operands for every dot product; this is 2-4x faster on one
  * thread.
  */
@@ -26,6 +27,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static inline __m256 bf16x8_to_f32(__m128i v) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
@@ -175,21 +177,50 @@ static int range_of(const job_t* job, int64_t n0, int64_t n1) {
 
 #define MAX_THREADS 64
 #define SPINS 10000 /* a few hundred microseconds of waiting before sleeping */
+#define BLOCKS_PER_THREAD 8
+#define CLOSED 0xffff /* a claim index past every job's blocks */
+#define BACKOFF_NS 20000000LL     /* one thread for 20 ms after a helper held a product up... */
+#define MAX_BACKOFF_NS 640000000LL /* ...doubling while it keeps doing so, up to 0.64 s */
 static int n_threads = 1;
 static pthread_t helpers[MAX_THREADS];
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static job_t current;
-static atomic_long generation = 0;
-static atomic_int pending = 0;
+static int64_t block_columns;
+static int n_blocks;
+/* the job's generation (high bits) and its next unclaimed block (low 16 bits): a block is
+   claimed with a compare-and-swap, so a thread that arrives late takes nothing of a newer job */
+static atomic_llong claim = CLOSED;
+static atomic_int blocks_done = 0;
 static atomic_int failed = 0;
+static atomic_long generation = 0;
 static int helper_cpu[MAX_THREADS];
+/* counters for gc_stats */
+static atomic_llong helper_blocks = 0, shared_products = 0, alone_products = 0, backoffs = 0;
+static long long alone_until_ns = 0, backoff_ns = BACKOFF_NS;
 
-static void split(int part, int parts, int64_t N, int64_t* n0, int64_t* n1) {
-  const int64_t blocks = (N + IB - 1) / IB;
-  const int64_t b0 = blocks * part / parts, b1 = blocks * (part + 1) / parts;
-  *n0 = b0 * IB;
-  *n1 = b1 * IB < N ? b1 * IB : N;
+static long long now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+/* Claim and compute blocks of job `gen` until none is left; returns how many this thread did.
+   Every output column is computed by the one thread that claimed its block, so which thread
+   that is changes no bit. */
+static int work(long long gen) {
+  int done = 0;
+  long long c = atomic_load(&claim);
+  while ((c >> 16) == gen && (c & 0xffff) < n_blocks) {
+    if (!atomic_compare_exchange_weak(&claim, &c, c + 1)) continue;
+    const int64_t n0 = (c & 0xffff) * block_columns;
+    const int64_t n1 = n0 + block_columns < current.N ? n0 + block_columns : current.N;
+    if (range_of(&current, n0, n1) != 0) atomic_store(&failed, 1);
+    atomic_fetch_add(&blocks_done, 1);
+    ++done;
+    c = atomic_load(&claim);
+  }
+  return done;
 }
 
 static void* helper_main(void* arg) {
@@ -214,10 +245,7 @@ static void* helper_main(void* arg) {
       pthread_mutex_unlock(&lock);
     }
     seen = now;
-    int64_t n0, n1;
-    split(index, n_threads, current.N, &n0, &n1);
-    if (n0 < n1 && range_of(&current, n0, n1) != 0) atomic_store(&failed, 1);
-    atomic_fetch_sub(&pending, 1);
+    atomic_fetch_add(&helper_blocks, work(now));
   }
   return NULL;
 }
@@ -236,26 +264,62 @@ int gc_set_threads(int count, const int* cpus) {
   return n_threads;
 }
 
+/* What the threads did so far: products shared with helpers, products computed alone
+   (small, or while helpers were held off), blocks the helpers computed, times held off. */
+void gc_stats(long long out[4]) {
+  out[0] = atomic_load(&shared_products);
+  out[1] = atomic_load(&alone_products);
+  out[2] = atomic_load(&helper_blocks);
+  out[3] = atomic_load(&backoffs);
+}
+
 /* y[M,N] = x[M,K] . w[N,K]^T, all row-major and contiguous; K % 16 == 0.
-   Returns 0, or -1 when scratch memory could not be allocated. */
+   Returns 0, or -1 when scratch memory could not be allocated.
+   With helpers, the output columns are cut into blocks that every thread claims from a shared
+   counter: a helper that is slow to wake (its core busy with another program) leaves its
+   blocks to this thread instead of holding the product up. This thread still waits for a
+   block a helper has started, so when that wait outlasts this thread's own share (the helper
+   lost its core mid-block) the next products run on this thread alone for a while. */
 int gc_linear_bf16(const uint16_t* x, const uint16_t* w, uint16_t* y, int64_t M, int64_t N, int64_t K) {
   float* xbuf = at_least(&input_rows, (size_t)M * (size_t)K);
   if (xbuf == NULL) return -1;
   to_f32(x, xbuf, M * K);
   job_t job = {xbuf, w, y, M, N, K};
   /* a helper pays for its wake-up from about half a million multiply-adds on */
-  const int parts = (n_threads > 1 && N >= 2 * IB * n_threads && M * N * K >= (1 << 19)) ? n_threads : 1;
-  if (parts == 1) return range_of(&job, 0, N);
+  const int big = n_threads > 1 && N >= 2 * IB * n_threads && M * N * K >= (1 << 19);
+  const long long start = big ? now_ns() : 0;
+  if (!big || start < alone_until_ns) {
+    atomic_fetch_add(&alone_products, 1);
+    return range_of(&job, 0, N);
+  }
+  const int64_t blocks_of_ib = (N + IB - 1) / IB;
+  int blocks = n_threads * BLOCKS_PER_THREAD;
+  if (blocks > blocks_of_ib) blocks = (int)blocks_of_ib;
+  /* the last job's claim was closed when it ended, so no thread takes a block of this one
+     before its fields are written */
   current = job;
+  block_columns = ((blocks_of_ib + blocks - 1) / blocks) * IB;
+  n_blocks = (int)((N + block_columns - 1) / block_columns);
   atomic_store(&failed, 0);
-  atomic_store(&pending, parts - 1);
+  atomic_store(&blocks_done, 0);
+  const long long gen = atomic_load(&generation) + 1;
+  atomic_store(&claim, gen << 16);
   pthread_mutex_lock(&lock);
-  atomic_fetch_add(&generation, 1);
+  atomic_store(&generation, gen);
   pthread_cond_broadcast(&wake);
   pthread_mutex_unlock(&lock);
-  int64_t n0, n1;
-  split(0, parts, N, &n0, &n1);
-  int status = range_of(&job, n0, n1);
-  while (atomic_load(&pending) > 0) _mm_pause();
-  return (status != 0 || atomic_load(&failed)) ? -1 : 0;
+  work(gen);
+  const long long own = now_ns();
+  while (atomic_load(&blocks_done) < n_blocks) _mm_pause();
+  atomic_store(&claim, (gen << 16) | CLOSED);
+  const long long end = now_ns();
+  atomic_fetch_add(&shared_products, 1);
+  if (end - own > 20000 && 4 * (end - own) > own - start) {
+    alone_until_ns = end + backoff_ns;
+    backoff_ns = backoff_ns * 2 < MAX_BACKOFF_NS ? backoff_ns * 2 : MAX_BACKOFF_NS;
+    atomic_fetch_add(&backoffs, 1);
+  } else {
+    backoff_ns = BACKOFF_NS;
+  }
+  return atomic_load(&failed) ? -1 : 0;
 }

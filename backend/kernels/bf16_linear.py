@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -111,6 +112,29 @@ def _start_threads(lib: ctypes.CDLL, count: int) -> int:
     return int(lib.gc_set_threads(len(cpus), (ctypes.c_int * len(cpus))(*cpus)))
 
 
+@dataclass(frozen=True)
+class ThreadStats:
+    """What the kernel's threads did in this process so far."""
+
+    shared: int
+    """products whose column blocks this thread and its helpers claimed between them"""
+    alone: int
+    """products this thread computed alone: too small to share, or while helpers were held off"""
+    helper_blocks: int
+    """column blocks the helpers computed"""
+    held_off: int
+    """times a helper that lost its core mid-block held a product up, so the next products
+    (20 ms, doubling while it recurs, up to 0.64 s) ran on this thread alone"""
+
+
+def stats() -> ThreadStats:
+    if _lib is None:
+        raise RuntimeError("bf16_linear.stats() before the kernel was loaded")
+    out = (ctypes.c_longlong * 4)()
+    _lib.gc_stats(out)
+    return ThreadStats(*out)
+
+
 def load(path: Path, threads: int | None = None) -> Linear | None:
     """The operator backed by the compiled kernel at ``path``, or None unless it matches PyTorch.
 
@@ -122,6 +146,7 @@ def load(path: Path, threads: int | None = None) -> Linear | None:
     lib.gc_linear_bf16.restype = ctypes.c_int
     lib.gc_linear_bf16.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 3
     lib.gc_set_threads.restype = ctypes.c_int
+    lib.gc_stats.restype = None
     _start_threads(lib, threads if threads is not None else int(os.environ.get(THREADS_ENV, "1")))
     _lib = lib
     if not reproduces_torch():
