@@ -79,6 +79,13 @@ def test_the_choice_key_follows_the_engine_environment(
     monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING")
     assert choice_key(source, settings.model_copy(update={"cpu_all_cores": True}), gpu=False) != key
     assert choice_key(source, settings, gpu=False) == key
+    from backend.kernels import bf16_linear
+
+    rebuilt = tiny.model / "bf16_linear-0123456789abcdef.so"
+    monkeypatch.setattr(bf16_linear, "for_engine", lambda: (rebuilt, "compiled"))
+    assert choice_key(source, settings, gpu=False) != key, "another build of the linear kernel"
+    monkeypatch.setattr(bf16_linear, "for_engine", lambda: (None, "no C compiler"))
+    assert choice_key(source, settings, gpu=False) != key, "no linear kernel"
 
 
 def test_a_stored_choice_shapes_the_optimized_path_only(tiny: GeneratedCheckpoint) -> None:

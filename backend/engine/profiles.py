@@ -13,16 +13,14 @@ reason it differs from vLLM's defaults.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from backend.compat.blocking_wait import ENV as BLOCKING_WAIT_ENV
+from backend.engine.argument import Argument
+from backend.engine.cpu_env import optimized_cpu_env
 from backend.engine.model_source import ModelSource
 from backend.engine.platform import default_max_model_len, on_gpu
 from backend.engine.speculation.choice import SpeculationChoice, choice_key, stored_choice
-from backend.kernels.env import KERNEL_ENV as CPU_LINEAR_ENV
-from backend.kernels.env import THREADS_ENV as CPU_LINEAR_THREADS_ENV
 from backend.settings import EngineSettings
 
 ProfileName = Literal["baseline", "optimized", "eager"]
@@ -67,12 +65,6 @@ class EngineProfile:
         if name not in PROFILE_NAMES:
             raise ValueError(f"unknown profile {name!r}: choose one of {', '.join(PROFILE_NAMES)}")
         return getattr(cls, name)()
-
-
-@dataclass(frozen=True)
-class Argument:
-    value: Any
-    reason: str
 
 
 @dataclass(frozen=True)
@@ -161,12 +153,6 @@ def _cpu_speculation_schedule(spec: dict[str, Any]) -> list[list[int]]:
     return [[1, CPU_SPECULATION_MAX_BATCH, k], [CPU_SPECULATION_MAX_BATCH + 1, 1 << 16, 0]]
 
 
-def _cpu_linear_kernel() -> tuple[Any, str]:
-    from backend.kernels.bf16_linear import for_engine
-
-    return for_engine()
-
-
 def _drafter_runs_here(source: ModelSource) -> bool:
     """The real E2B drafter's centroid-masked embeddings crash vLLM's CPU build."""
     import json
@@ -228,32 +214,7 @@ def engine_config(
         args["speculative_config"] = Argument(spec, why)
         args["per_request_spec_decode_metrics"] = Argument("summary", "drafted/accepted per reply")
     if not gpu and profile.name == "optimized":
-        kernel, why_not = _cpu_linear_kernel()
-        if kernel is not None:
-            env[CPU_LINEAR_ENV] = Argument(
-                str(kernel),
-                "bfloat16 linear layers through gemma-chat's kernel: bit-identical to PyTorch's "
-                "(checked in the engine before use), 2-4x faster on a CPU without native bfloat16",
-            )
-            cores = os.cpu_count() or 1
-            env[CPU_LINEAR_THREADS_ENV] = Argument(
-                cores,
-                "the kernel's threads, one per core: besides the model's own, the cores vLLM keeps "
-                "for its front end, which waits while the model computes; a helper whose core is "
-                "busy leaves its column blocks to the model's thread (threads change no bit)",
-            )
-        else:
-            notes = (*notes, f"bfloat16 linear kernel not used: {why_not}")
-        env[BLOCKING_WAIT_ENV] = Argument(
-            1,
-            "the engine core and the model worker sleep between looks at their shared ring instead of "
-            "spinning on a core the model's threads need (no bit changes; it cut the engine's CPU use "
-            "by 14-20% here, decode speed within noise)",
-        )
-        if settings.cpu_all_cores:
-            env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = Argument(
-                0,
-                "run the model on every core (opt-in: faster, but in bfloat16 it changed greedy tokens "
-                "on 3 of 19 parity prompts)",
-            )
+        cpu_env, cpu_notes = optimized_cpu_env(settings)
+        env.update(cpu_env)
+        notes = (*notes, *cpu_notes)
     return EngineConfig(profile=profile, args=args, env=env, notes=notes)

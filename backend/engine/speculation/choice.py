@@ -35,9 +35,6 @@ if TYPE_CHECKING:
 PROBE_DRAFTS = 4
 MIN_GAIN = 1.05
 CHOICES_FILE = "speculation-choices.json"
-OPTIMIZED_CPU_WAIT = "sleep"
-"""How the optimized engine's processes wait for each other on a CPU (``backend.compat.blocking_wait``):
-a choice measured while they spun does not apply."""
 KEYED_ENV = (
     "VLLM_ENABLE_V1_MULTIPROCESSING",
     "VLLM_CPU_NUM_OF_RESERVED_CPU",
@@ -173,15 +170,17 @@ def choose(plain: ProbeRun, speculative: list[ProbeRun]) -> SpeculationChoice:
 
 
 def choice_key(source: ModelSource, settings: EngineSettings, gpu: bool) -> str:
-    """Model files, drafter, dtype, device, vLLM version, CPU features (which decide the linear
-    kernel), cores, reserved cores and the engine's process environment (executor, threads): a
-    choice measured under others does not apply."""
+    """Model files, drafter, dtype, device, vLLM version, CPU features, cores, what the optimized
+    path adds to a CPU engine's environment (the linear kernel's build and threads, the sleeping
+    wait, every core) and the process environment (executor, threads): a choice measured under
+    others does not apply."""
+    from backend.engine.cpu_env import optimized_cpu_env
     from backend.provenance import cpu_flags
 
     parts: list[str] = [settings.dtype, "gpu" if gpu else f"cpu-{platform.machine()}", _vllm_version()]
     if not gpu:
-        parts += [",".join(cpu_flags()), f"cores={os.cpu_count()}", f"all_cores={settings.cpu_all_cores}"]
-        parts.append(f"engine_wait={OPTIMIZED_CPU_WAIT}")
+        parts += [",".join(cpu_flags()), f"cores={os.cpu_count()}"]
+        parts += [f"{name}={arg.value}" for name, arg in optimized_cpu_env(settings)[0].items()]
     parts += [f"{name}={os.environ.get(name, '')}" for name in KEYED_ENV]
     for directory in (source.path, source.drafter):
         if directory is None:
