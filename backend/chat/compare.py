@@ -13,6 +13,7 @@ from typing import Any
 
 from backend.chat.parity import TokenParity
 from backend.compat.blocking_wait import ENV as BLOCKING_WAIT_ENV
+from backend.compat.one_call_step import ENV as ONE_CALL_STEP_ENV
 from backend.engine.protocol import EngineInfo, Finished
 from backend.kernels.env import KERNEL_ENV, THREADS_ENV
 
@@ -37,6 +38,8 @@ class PathDifference:
             return "bf16 linear kernel"
         if self.name == f"env {BLOCKING_WAIT_ENV}":
             return "no spinning between steps"
+        if self.name == f"env {ONE_CALL_STEP_ENV}":
+            return "one worker call per step"
         if self.name == "where":
             return f"optimized {value}, baseline {self.baseline}"
         if value is None:

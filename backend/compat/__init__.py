@@ -8,11 +8,12 @@ Standard library only until a patched module is actually imported.
 * ``gemma4_audio``: Gemma 4's audio tower runs on vLLM's CPU build.
 * ``cpu_linear``: the optimized path's bfloat16 linear kernel (only where its engine asks).
 * ``blocking_wait``: the optimized engine's processes sleep instead of spinning between steps.
+* ``one_call_step``: the optimized engine's decode step is one call to its worker, not two.
 """
 
 from __future__ import annotations
 
-from backend.compat import blocking_wait, cpu_linear, gemma4_audio, torchvision_ops
+from backend.compat import blocking_wait, cpu_linear, gemma4_audio, one_call_step, torchvision_ops
 
 
 def install_import_hooks() -> None:
@@ -20,3 +21,4 @@ def install_import_hooks() -> None:
     gemma4_audio.install_import_hook()
     cpu_linear.install_import_hook()
     blocking_wait.install_import_hook()
+    one_call_step.install_import_hook()

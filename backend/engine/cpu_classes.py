@@ -18,7 +18,8 @@ class CpuClass:
 
 
 EVERY_CPU = (
-    "engine processes that sleep between steps instead of spinning; speculation where "
+    "engine processes that sleep between steps instead of spinning, one worker call per step; "
+    "speculation where "
     "`profiles --measure` found it pays"
 )
 """What the optimized path adds on any CPU."""

@@ -51,7 +51,7 @@ class EngineProfile:
             "optimized",
             "gemma-chat's additions: speculative decoding where it pays (Gemma 4's MTP drafter, ngram "
             "where no drafter), and on a CPU an exact, faster bfloat16 linear kernel and engine processes "
-            "that sleep between steps instead of spinning",
+            "that sleep between steps instead of spinning, one worker call per step",
             speculation="mtp",
             num_speculative_tokens=2,
         )

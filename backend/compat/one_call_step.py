@@ -1,0 +1,69 @@
+"""The optimized path's decode step is one call from the engine core to the model worker.
+
+vLLM's engine core runs every step as two calls to its worker process
+(``vllm.v1.engine.core.EngineCore.step``): ``execute_model`` (the forward pass; the worker keeps
+the logits and answers None), then ``sample_tokens(grammar_output)`` once the core has built the
+structured-output bitmask. Each call is a message through the shared-memory ring, a
+notification and a wait on both sides. When a step has no structured-output request the core's
+bitmask is None (``Scheduler.get_grammar_bitmask``), so the second call is always
+``sample_tokens(None)``. Where the engine's environment sets ``GEMMA_CHAT_ONE_CALL_STEP=1`` (the
+optimized profile does on a CPU; the baseline never does), the worker makes that call itself at
+the end of ``execute_model`` and answers with its output; the core, given an output, skips its
+own ``sample_tokens`` (it does so for any non-None answer). The same functions run in the same
+process in the same order on the same data: no bit moves. Steps with structured output, and
+pipeline-parallel workers, keep vLLM's two calls. Standard library only until vLLM's module is
+imported.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from backend.compat.after_import import after_import
+from backend.compat.engine_log import log
+
+MODULE = "vllm.v1.worker.gpu_worker"
+ENV = "GEMMA_CHAT_ONE_CALL_STEP"
+_PATCHED = "_gemma_chat_one_call_step"
+IN_USE = "gemma-chat one-call step: in use (the worker samples at the end of execute_model)"
+
+_counts = {"folded": 0, "kept": 0}
+
+
+def folds(worker: Any, scheduler_output: Any) -> bool:
+    """Whether the engine core's second call for this step would be ``sample_tokens(None)``."""
+    parallel = worker.vllm_config.parallel_config
+    return not getattr(scheduler_output, "has_structured_output_requests", True) and (
+        parallel.pipeline_parallel_size == 1
+    )
+
+
+def patch(module: Any) -> None:
+    if os.environ.get(ENV) != "1" or getattr(module, _PATCHED, False):
+        return
+    worker_class = module.Worker
+    original = worker_class.execute_model
+
+    def execute_model(self: Any, scheduler_output: Any) -> Any:
+        output = original(self, scheduler_output)
+        if output is not None or not folds(self, scheduler_output):
+            _counts["kept"] += 1
+            return output
+        if _counts["folded"] == 0:
+            log(IN_USE)
+        _counts["folded"] += 1
+        return self.sample_tokens(None)
+
+    execute_model.__wrapped__ = original  # type: ignore[attr-defined]
+    worker_class.execute_model = execute_model
+    setattr(module, _PATCHED, True)
+
+
+def steps() -> dict[str, int]:
+    """Steps this process answered in one call (``folded``) or left as vLLM's (``kept``)."""
+    return dict(_counts)
+
+
+def install_import_hook() -> None:
+    after_import(MODULE, patch)
