@@ -8,9 +8,11 @@ from typing import Any
 
 import pytest
 
+from backend.chat.compare import path_differences
 from backend.compat import one_call_step
 from backend.engine.model_source import ModelSource
-from backend.engine.profiles import EngineProfile, engine_config
+from backend.engine.profiles import EngineConfig, EngineProfile, engine_config
+from backend.engine.protocol import EngineInfo
 from backend.settings import EngineSettings
 
 
@@ -90,3 +92,10 @@ def test_the_optimized_path_asks_for_it_on_a_cpu(tiny_source: ModelSource) -> No
     assert "no bit changes" in optimized.env[one_call_step.ENV].reason
     for profile in (EngineProfile.baseline(), EngineProfile.eager()):
         assert one_call_step.ENV not in engine_config(profile, tiny_source, settings).env
+    baseline = engine_config(EngineProfile.baseline(), tiny_source, settings)
+
+    def info(config: EngineConfig) -> EngineInfo:
+        return EngineInfo("tiny", 2048, frozenset({"text"}), config.engine_kwargs(), config.env_values())
+
+    labels = [difference.label() for difference in path_differences(info(baseline), info(optimized))]
+    assert "one worker call per step" in labels and "no spinning between steps" in labels

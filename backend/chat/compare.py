@@ -20,6 +20,14 @@ from backend.kernels.env import KERNEL_ENV, THREADS_ENV
 SAME_PATHS = "optimized = baseline on this machine: nothing applies"
 
 
+ENV_LABELS = {
+    f"env {KERNEL_ENV}": "bf16 linear kernel",
+    f"env {BLOCKING_WAIT_ENV}": "no spinning between steps",
+    f"env {ONE_CALL_STEP_ENV}": "one worker call per step",
+}
+"""What each of the optimized path's environment variables does, in the compare line's words."""
+
+
 @dataclass(frozen=True)
 class PathDifference:
     """One engine argument (or environment variable) the two paths were started with differently."""
@@ -34,12 +42,8 @@ class PathDifference:
         if self.name == "speculative_config" and isinstance(value, dict):
             method = value.get("method") or "mtp"
             return f"{method} speculation ({value.get('num_speculative_tokens')} drafts)"
-        if self.name == f"env {KERNEL_ENV}":
-            return "bf16 linear kernel"
-        if self.name == f"env {BLOCKING_WAIT_ENV}":
-            return "no spinning between steps"
-        if self.name == f"env {ONE_CALL_STEP_ENV}":
-            return "one worker call per step"
+        if self.name in ENV_LABELS:
+            return ENV_LABELS[self.name]
         if self.name == "where":
             return f"optimized {value}, baseline {self.baseline}"
         if value is None:

@@ -22,16 +22,12 @@ import time
 from typing import Any
 
 from backend.compat.after_import import after_import
-from backend.compat.engine_log import log
+from backend.compat.engine_log import log_once
 
 MODULE = "vllm.distributed.device_communicators.shm_broadcast"
 ENV = "GEMMA_CHAT_BLOCKING_WAIT"
 _PATCHED = "_gemma_chat_blocking_wait"
 IN_USE = "gemma-chat blocking wait: in use (engine processes sleep between steps instead of spinning)"
-
-
-_logged: list[bool] = []
-"""Whether this process has said ``IN_USE`` (at its first wait: vLLM's logging is not set up at import)."""
 
 
 POLL_S = 50e-6
@@ -45,9 +41,7 @@ def patch(module: Any) -> None:
     original = condition.wait
 
     def wait(self: Any, timeout_ms: int | None = None) -> None:
-        if not _logged:
-            _logged.append(True)
-            log(IN_USE)
+        log_once(IN_USE)  # at the first wait: vLLM's logging is not set up at import
         if time.monotonic() <= self.last_read + self.busy_loop_s:
             time.sleep(POLL_S)  # instead of sched_yield: the core is free in between
         else:

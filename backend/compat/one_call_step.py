@@ -21,14 +21,12 @@ import os
 from typing import Any
 
 from backend.compat.after_import import after_import
-from backend.compat.engine_log import log
+from backend.compat.engine_log import log_once
 
 MODULE = "vllm.v1.worker.gpu_worker"
 ENV = "GEMMA_CHAT_ONE_CALL_STEP"
 _PATCHED = "_gemma_chat_one_call_step"
 IN_USE = "gemma-chat one-call step: in use (the worker samples at the end of execute_model)"
-
-_counts = {"folded": 0, "kept": 0}
 
 
 def folds(worker: Any, scheduler_output: Any) -> bool:
@@ -48,21 +46,13 @@ def patch(module: Any) -> None:
     def execute_model(self: Any, scheduler_output: Any) -> Any:
         output = original(self, scheduler_output)
         if output is not None or not folds(self, scheduler_output):
-            _counts["kept"] += 1
             return output
-        if _counts["folded"] == 0:
-            log(IN_USE)
-        _counts["folded"] += 1
+        log_once(IN_USE)
         return self.sample_tokens(None)
 
     execute_model.__wrapped__ = original  # type: ignore[attr-defined]
     worker_class.execute_model = execute_model
     setattr(module, _PATCHED, True)
-
-
-def steps() -> dict[str, int]:
-    """Steps this process answered in one call (``folded``) or left as vLLM's (``kept``)."""
-    return dict(_counts)
 
 
 def install_import_hook() -> None:

@@ -19,8 +19,7 @@ class CpuClass:
 
 EVERY_CPU = (
     "engine processes that sleep between steps instead of spinning, one worker call per step; "
-    "speculation where "
-    "`profiles --measure` found it pays"
+    "speculation where `profiles --measure` found it pays"
 )
 """What the optimized path adds on any CPU."""
 
