@@ -15,7 +15,6 @@ import os
 import struct
 import subprocess
 import sys
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,15 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.hostile_files import (
+    mkv_without_duration,
+    png_header_only,
+    png_of_zeros,
+    tone,
+    truncated_wav,
+    wav_header,
+    with_corrupt_page,
+)
 from tests.media_files import audio_file, image_file, video_file, video_without_frames
 
 MEMORY_BOUND_MB = 512.0
@@ -45,73 +53,7 @@ class Case:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-# -- hostile files, made here -------------------------------------------------------------------
-
-
-def _png_header_only(path: Path, width: int, height: int) -> Path:
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IEND", b""))
-    return path
-
-
-def _png_of_zeros(path: Path, width: int, height: int) -> Path:
-    """A real, decodable black PNG, compressed row by row (never held whole in memory)."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    packer = zlib.compressobj(9)
-    row = b"\x00" * (1 + width * 3)
-    data = b"".join(packer.compress(row) for _ in range(height)) + packer.flush()
-    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", data) + chunk(b"IEND", b""))
-    return path
-
-
-def _wav_header(path: Path, rate: int, channels: int, data_bytes: int, sparse_to: int = 0) -> Path:
-    """A 16-bit PCM WAV header claiming ``data_bytes``; ``sparse_to`` extends the file with zeros."""
-    header = (
-        b"RIFF"
-        + struct.pack("<I", 36 + data_bytes)
-        + b"WAVEfmt "
-        + struct.pack("<IHHIIHH", 16, 1, channels, rate, rate * channels * 2, channels * 2, 16)
-        + b"data"
-        + struct.pack("<I", data_bytes)
-    )
-    with path.open("wb") as out:
-        out.write(header)
-        if sparse_to:
-            out.truncate(sparse_to)
-        else:
-            out.write(b"\x00" * data_bytes)
-    return path
-
-
-def _tone(path: Path, hz: float, rate: int, seconds: float, channels: int = 1) -> Path:
-    import soundfile
-
-    t = np.arange(int(seconds * rate)) / rate
-    wave = (0.5 * np.sin(2 * np.pi * hz * t)).astype(np.float32)
-    soundfile.write(str(path), np.stack([wave] * channels, axis=1), rate)
-    return path
-
-
-def _mkv_without_duration(path: Path) -> Path:
-    import av
-
-    with av.open(str(path), "w", format="matroska", options={"live": "1"}) as container:
-        stream = container.add_stream("mpeg4", rate=10)
-        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
-        for index in range(20):
-            pixels = np.full((48, 64, 3), index * 10, np.uint8)
-            for packet in stream.encode(av.VideoFrame.from_ndarray(pixels, format="rgb24")):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
-    return path
+# -- hostile files (made by tests/hostile_files.py) ---------------------------------------------
 
 
 def _media_cases(d: Path) -> Iterator[Case]:
@@ -152,15 +94,13 @@ def _media_cases(d: Path) -> Iterator[Case]:
     yield attach("garbage bytes as PNG", d / "garbage.png", "refused", "not a readable image")
     yield attach(
         "370-byte PNG claiming 100000x100000",
-        _png_header_only(d / "bomb.png", 100_000, 100_000),
+        png_header_only(d / "bomb.png", 100_000, 100_000),
         "refused",
         "megapixel limit",
     )
+    yield attach("13000x13000 PNG", png_of_zeros(d / "big.png", 13_000, 13_000), "refused", "megapixel limit")
     yield attach(
-        "13000x13000 PNG", _png_of_zeros(d / "big.png", 13_000, 13_000), "refused", "megapixel limit"
-    )
-    yield attach(
-        "7000x7000 PNG (49 MP, accepted)", _png_of_zeros(d / "large.png", 7_000, 7_000), "ok", "2048x2048"
+        "7000x7000 PNG (49 MP, accepted)", png_of_zeros(d / "large.png", 7_000, 7_000), "ok", "2048x2048"
     )
     image_file(d / "photo.jpg", 6000, 4000)
     yield attach("24 MP JPEG (decoded at a reduced scale)", d / "photo.jpg", "ok", "2048x1365")
@@ -188,28 +128,28 @@ def _media_cases(d: Path) -> Iterator[Case]:
     yield attach("BMP header claiming 60000x60000", d / "header.bmp", "refused", "megapixel limit")
 
     yield attach(
-        "WAV at 1 Hz (6 KB)", _wav_header(d / "1hz.wav", 1, 1, 6000), "refused", "sample rate of 1 Hz"
+        "WAV at 1 Hz (6 KB)", wav_header(d / "1hz.wav", 1, 1, 6000), "refused", "sample rate of 1 Hz"
     )
     yield attach(
         "WAV at 1 Hz (400 KB)",
-        _wav_header(d / "1hz-big.wav", 1, 1, 400_000),
+        wav_header(d / "1hz-big.wav", 1, 1, 400_000),
         "refused",
         "sample rate of 1 Hz",
     )
     yield attach(
         "2 GB WAV (sparse)",
-        _wav_header(d / "huge.wav", 16000, 1, 2_000_000_000, sparse_to=2_000_000_044),
+        wav_header(d / "huge.wav", 16000, 1, 2_000_000_000, sparse_to=2_000_000_044),
         "ok",
         "0:30",
         "only the first 0:30",
     )
-    yield attach("WAV header longer than its data", _truncated_wav(d), "ok", "0:01")
+    yield attach("WAV header longer than its data", truncated_wav(d), "ok", "0:01")
     yield attach(
-        "WAV with 100 channels", _wav_header(d / "channels.wav", 16000, 100, 3200), "refused", "100 channels"
+        "WAV with 100 channels", wav_header(d / "channels.wav", 16000, 100, 3200), "refused", "100 channels"
     )
     yield attach(
         "8 channels at 48 kHz, 40 s",
-        _tone(d / "surround.wav", 440, 48000, 40, channels=8),
+        tone(d / "surround.wav", 440, 48000, 40, channels=8),
         "ok",
         "only the first 0:30",
     )
@@ -246,7 +186,7 @@ def _media_cases(d: Path) -> Iterator[Case]:
         "ok",
         "1:00, 32 frames",
     )
-    yield attach("MKV without a duration", _mkv_without_duration(d / "live.mkv"), "ok", "0:02", "frames")
+    yield attach("MKV without a duration", mkv_without_duration(d / "live.mkv"), "ok", "0:02", "frames")
     yield attach(
         "video over the length limit",
         d / "minute.mp4",
@@ -260,15 +200,6 @@ def _media_cases(d: Path) -> Iterator[Case]:
         "ok",
         "0:01, 4 frames",
     )
-
-
-def _truncated_wav(d: Path) -> Path:
-    """A header that claims 10 s of sound, followed by 0.6 s of it."""
-    path = d / "truncated.wav"
-    _wav_header(path, 16000, 1, 320_000, sparse_to=44)
-    with path.open("ab") as out:
-        out.write(b"\x01\x00" * 9600)
-    return path
 
 
 # -- tool-call texts, tool arguments, file names ------------------------------------------------
@@ -405,7 +336,7 @@ def _store_cases(d: Path) -> Iterator[Case]:
         "/proc/gemma-chat",
         "in memory",
     )
-    corrupt = _with_corrupt_page(d / "corrupt")
+    corrupt = with_corrupt_page(d / "corrupt")
     yield store("corrupt page in the messages table", corrupt, "ok", ".corrupt-")
     full = d / "full"
     full.mkdir()
@@ -442,25 +373,6 @@ def _store_cases(d: Path) -> Iterator[Case]:
             "ok",
             ("1 found",),
         )
-
-
-def _with_corrupt_page(folder: Path) -> Path:
-    from backend.chat.conversation import Conversation
-    from backend.chat.store import ChatStore
-
-    folder.mkdir()
-    path = folder / "history.db"
-    store = ChatStore(path)
-    conversation = Conversation(store)
-    for index in range(200):
-        conversation.add_user(f"message {index} " + "x" * 500)
-    store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    store.close()
-    data = bytearray(path.read_bytes())
-    page = 4096
-    data[page * 5 : page * 5 + 200] = os.urandom(200)  # a page of the messages table's b-tree
-    path.write_bytes(bytes(data))
-    return path
 
 
 def _all_cases(d: Path) -> list[Case]:
@@ -551,8 +463,8 @@ def test_audio_is_resampled_band_limited(tmp_path: Path) -> None:
         assert rate == 16000
         return float(np.sqrt(np.mean(samples[1600:-1600] ** 2)))
 
-    high = rms(_tone(tmp_path / "12k.wav", 12_000, 48_000, 1.0))
-    low = rms(_tone(tmp_path / "1k.wav", 1_000, 48_000, 1.0))
+    high = rms(tone(tmp_path / "12k.wav", 12_000, 48_000, 1.0))
+    low = rms(tone(tmp_path / "1k.wav", 1_000, 48_000, 1.0))
     assert low > 0.3 and high < 0.01 * low, (high, low)
 
 
