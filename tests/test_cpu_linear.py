@@ -39,7 +39,7 @@ def _bits(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.view(torch.int16)
 
 
-@pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 7, 8, 31, 32, 33, 70])
+@pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 6, 7, 8, 9, 31, 32, 33, 70])
 def test_every_output_bit_matches_pytorch(kernel: bf16_linear.Linear, rows: int) -> None:
     generator = torch.Generator().manual_seed(rows)
     for k, n in ((16, 5), (48, 17), (64, 64), (80, 33), (768, 130), (1040, 9)):

@@ -11,7 +11,9 @@
  * around them:
  *  - the x rows are converted to float32 once per call;
  *  - one x row (decode): each weight row streams through once, converted in registers;
- *  - several x rows (prefill, batches): each weight row is converted once per block of 32
+ *  - 2 to 8 x rows (a decode batch, a request's drafts being verified): each weight chunk is
+ *    converted in registers once per group of up to 4 x rows and used by each of them;
+ *  - more x rows (prefill, larger batches): each weight row is converted once per block of 32
  *    x rows, and a tile of 3 weight rows x 4 x rows shares its loads;
  *  - the output columns are cut into blocks the threads claim from a shared counter
  *    (gc_set_threads, gc_linear_bf16): each output is still one thread's unchanged dot
@@ -110,6 +112,49 @@ static void gemv(const float* xr, const uint16_t* w, uint16_t* y, int64_t N, int
     y[i] = f32_to_bf16(sum + hsum8(t));
   }
 }
+/* 2..4 x rows: each weight chunk is converted in registers once and used by every x row;
+   slot r has one accumulator per x row (called on groups of up to 4 rows of 2..FEW: more rows
+   at once ran slower here, their float32 rows no longer in the first-level cache). */
+#define FEW 8
+#define GROUP 4
+static inline __attribute__((always_inline)) void few_rows(const float* xf, const uint16_t* w, uint16_t* y,
+                                                          int64_t n0, int64_t n1, int64_t N, int64_t K,
+                                                          const int M) {
+  const int64_t K64 = K & ~(int64_t)63;
+  for (int64_t i = n0; i < n1; ++i) {
+    const uint16_t* wr = w + i * K;
+    __m256 s[GROUP][8];
+    for (int r = 0; r < 8; ++r) {
+      __m256 a[GROUP];
+      for (int q = 0; q < M; ++q) a[q] = _mm256_setzero_ps();
+      for (int64_t c = 0; c < K64; c += 64) {
+        const __m256 v = bf16x8_to_f32(_mm_loadu_si128((const __m128i*)(wr + c + 8 * r)));
+        for (int q = 0; q < M; ++q) a[q] = _mm256_fmadd_ps(v, _mm256_loadu_ps(xf + q * K + c + 8 * r), a[q]);
+      }
+      for (int q = 0; q < M; ++q) s[q][r] = a[q];
+    }
+    __m256 t[GROUP];
+    for (int q = 0; q < M; ++q) t[q] = _mm256_setzero_ps();
+    for (int64_t l = K64; l < K; l += 16) {
+      const __m256 v0 = bf16x8_to_f32(_mm_loadu_si128((const __m128i*)(wr + l)));
+      const __m256 v1 = bf16x8_to_f32(_mm_loadu_si128((const __m128i*)(wr + l + 8)));
+      for (int q = 0; q < M; ++q) {
+        t[q] = _mm256_fmadd_ps(v0, _mm256_loadu_ps(xf + q * K + l), t[q]);
+        t[q] = _mm256_fmadd_ps(v1, _mm256_loadu_ps(xf + q * K + l + 8), t[q]);
+      }
+    }
+    for (int q = 0; q < M; ++q) y[q * N + i] = f32_to_bf16(reduce8(s[q]) + hsum8(t[q]));
+  }
+}
+static void few(const float* xf, const uint16_t* w, uint16_t* y, int64_t n0, int64_t n1, int64_t N, int64_t K,
+                int64_t M) {
+  switch (M) {
+    case 1: few_rows(xf, w, y, n0, n1, N, K, 1); break;
+    case 2: few_rows(xf, w, y, n0, n1, N, K, 2); break;
+    case 3: few_rows(xf, w, y, n0, n1, N, K, 3); break;
+    default: few_rows(xf, w, y, n0, n1, N, K, 4); break;
+  }
+}
 /* A growable, 64-byte aligned float buffer; each thread keeps its own. */
 typedef struct {
   float* data;
@@ -146,6 +191,11 @@ static int range_of(const job_t* job, int64_t n0, int64_t n1) {
   const int64_t K64 = K & ~(int64_t)63;
   if (M == 1) {
     gemv(xf, w + n0 * K, y + n0, n1 - n0, K);
+    return 0;
+  }
+  if (M <= FEW) {
+    for (int64_t j0 = 0; j0 < M; j0 += GROUP)
+      few(xf + j0 * K, w, y + j0 * N, n0, n1, N, K, M - j0 < GROUP ? M - j0 : GROUP);
     return 0;
   }
   float* wf = at_least(&weight_rows, (size_t)IB * (size_t)K);
