@@ -46,6 +46,8 @@ static inline uint16_t f32_to_bf16(float f) {
   u += 0x7fffu + ((u >> 16) & 1u);
   return (uint16_t)(u >> 16);
 }
+/* the tail accumulator's sum: +0.0 without a tail (it stayed zero), skipping its reduction */
+static inline float tail_sum(__m256 t, int64_t K64, int64_t K) { return K64 == K ? 0.0f : hsum8(t); }
 /* the 8 slot accumulators of one dot product, reduced the way the reference does */
 static inline float reduce8(__m256 s[8]) {
   for (int i = 0; i < 4; ++i) s[i] = _mm256_add_ps(s[i], s[i + 4]);
@@ -84,7 +86,7 @@ static inline float finish(__m256 s[8], const float* wr, const float* xr, int64_
     t = _mm256_fmadd_ps(_mm256_loadu_ps(wr + l), _mm256_loadu_ps(xr + l), t);
     t = _mm256_fmadd_ps(_mm256_loadu_ps(wr + l + 8), _mm256_loadu_ps(xr + l + 8), t);
   }
-  return sum + hsum8(t);
+  return sum + tail_sum(t, K64, K);
 }
 static inline void to_f32(const uint16_t* src, float* dst, int64_t n) {
   for (int64_t l = 0; l < n; l += 8)
@@ -109,7 +111,7 @@ static void gemv(const float* xr, const uint16_t* w, uint16_t* y, int64_t N, int
       t = _mm256_fmadd_ps(bf16x8_to_f32(_mm_loadu_si128((const __m128i*)(wr + l))), _mm256_loadu_ps(xr + l), t);
       t = _mm256_fmadd_ps(bf16x8_to_f32(_mm_loadu_si128((const __m128i*)(wr + l + 8))), _mm256_loadu_ps(xr + l + 8), t);
     }
-    y[i] = f32_to_bf16(sum + hsum8(t));
+    y[i] = f32_to_bf16(sum + tail_sum(t, K64, K));
   }
 }
 /* 2..4 x rows: each weight chunk is converted in registers once and used by every x row;
@@ -143,7 +145,7 @@ static inline __attribute__((always_inline)) void few_rows(const float* xf, cons
         t[q] = _mm256_fmadd_ps(v1, _mm256_loadu_ps(xf + q * K + l + 8), t[q]);
       }
     }
-    for (int q = 0; q < M; ++q) y[q * N + i] = f32_to_bf16(reduce8(s[q]) + hsum8(t[q]));
+    for (int q = 0; q < M; ++q) y[q * N + i] = f32_to_bf16(reduce8(s[q]) + tail_sum(t[q], K64, K));
   }
 }
 static void few(const float* xf, const uint16_t* w, uint16_t* y, int64_t n0, int64_t n1, int64_t N, int64_t K,
