@@ -115,13 +115,14 @@ static void gemv(const float* xr, const uint16_t* w, uint16_t* y, int64_t N, int
   }
 }
 /* 2..4 x rows: each weight chunk is converted in registers once and used by every x row;
-   slot r has one accumulator per x row (called on groups of up to 4 rows of 2..FEW: more rows
-   at once ran slower here, their float32 rows no longer in the first-level cache). */
+   slot r has one accumulator per x row; the first `keep` rows' outputs are stored (called on
+   groups of up to 4 rows of 2..FEW: more rows at once ran slower here, their float32 rows no
+   longer in the first-level cache). */
 #define FEW 8
 #define GROUP 4
 static inline __attribute__((always_inline)) void few_rows(const float* xf, const uint16_t* w, uint16_t* y,
                                                           int64_t n0, int64_t n1, int64_t N, int64_t K,
-                                                          const int M) {
+                                                          const int M, const int keep) {
   const int64_t K64 = K & ~(int64_t)63;
   for (int64_t i = n0; i < n1; ++i) {
     const uint16_t* wr = w + i * K;
@@ -145,16 +146,16 @@ static inline __attribute__((always_inline)) void few_rows(const float* xf, cons
         t[q] = _mm256_fmadd_ps(v1, _mm256_loadu_ps(xf + q * K + l + 8), t[q]);
       }
     }
-    for (int q = 0; q < M; ++q) y[q * N + i] = f32_to_bf16(reduce8(s[q]) + tail_sum(t[q], K64, K));
+    for (int q = 0; q < keep; ++q) y[q * N + i] = f32_to_bf16(reduce8(s[q]) + tail_sum(t[q], K64, K));
   }
 }
 static void few(const float* xf, const uint16_t* w, uint16_t* y, int64_t n0, int64_t n1, int64_t N, int64_t K,
                 int64_t M) {
   switch (M) {
-    case 1: few_rows(xf, w, y, n0, n1, N, K, 1); break;
-    case 2: few_rows(xf, w, y, n0, n1, N, K, 2); break;
-    case 3: few_rows(xf, w, y, n0, n1, N, K, 3); break;
-    default: few_rows(xf, w, y, n0, n1, N, K, 4); break;
+    case 1: few_rows(xf, w, y, n0, n1, N, K, 1, 1); break;
+    case 2: few_rows(xf, w, y, n0, n1, N, K, 2, 2); break;
+    case 3: few_rows(xf, w, y, n0, n1, N, K, 4, 3); break; /* the 4th row: a copy of the 3rd */
+    default: few_rows(xf, w, y, n0, n1, N, K, 4, 4); break;
   }
 }
 /* A growable, 64-byte aligned float buffer; each thread keeps its own. */
@@ -333,9 +334,11 @@ void gc_stats(long long out[4]) {
    block a helper has started, so when that wait outlasts this thread's own share (the helper
    lost its core mid-block) the next products run on this thread alone for a while. */
 int gc_linear_bf16(const uint16_t* x, const uint16_t* w, uint16_t* y, int64_t M, int64_t N, int64_t K) {
-  float* xbuf = at_least(&input_rows, (size_t)M * (size_t)K);
+  float* xbuf = at_least(&input_rows, (size_t)(M + 1) * (size_t)K);
   if (xbuf == NULL) return -1;
   to_f32(x, xbuf, M * K);
+  /* a group of 3 x rows runs as 4 with its last row twice (faster here than 3), keeping 3 */
+  if (M <= FEW && M % GROUP == 3) memcpy(xbuf + M * K, xbuf + (M - 1) * K, (size_t)K * sizeof(float));
   job_t job = {xbuf, w, y, M, N, K};
   /* a helper pays for its wake-up from about half a million multiply-adds on */
   const int big = n_threads > 1 && N >= 2 * IB * n_threads && M * N * K >= (1 << 19);
