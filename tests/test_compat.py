@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -79,3 +80,19 @@ def test_audio_tower_linear_gets_a_contiguous_input() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["[1]", "True"]
+
+
+def test_several_patches_of_one_module_all_run_in_order(tmp_path: Path) -> None:
+    """Two fixes may patch the same vLLM module: the second must not be dropped."""
+    (tmp_path / "patched_here.py").write_text("seen = []\n")
+    out = _run(
+        f"import sys; sys.path.insert(0, {str(tmp_path)!r});"
+        "from backend.compat.after_import import after_import;"
+        "first = lambda m: m.seen.append('first'); second = lambda m: m.seen.append('second');"
+        "after_import('patched_here', first); after_import('patched_here', second);"
+        "after_import('patched_here', first);"
+        "import patched_here; print(patched_here.seen);"
+        "after_import('patched_here', lambda m: m.seen.append('late')); print(patched_here.seen)"
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:2] == ["['first', 'second']", "['first', 'second', 'late']"]

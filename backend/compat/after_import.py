@@ -8,26 +8,29 @@ import sys
 from collections.abc import Callable, Sequence
 from types import ModuleType
 
+Patch = Callable[[ModuleType], None]
+
 
 class _Loader(importlib.abc.Loader):
-    def __init__(self, inner: importlib.abc.Loader, patch: Callable[[ModuleType], None]) -> None:
+    def __init__(self, inner: importlib.abc.Loader, patches: Sequence[Patch]) -> None:
         self._inner = inner
-        self._patch = patch
+        self._patches = patches
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
         return self._inner.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
         self._inner.exec_module(module)
-        self._patch(module)
+        for patch in self._patches:
+            patch(module)
 
 
 class AfterImport(importlib.abc.MetaPathFinder):
-    """Finds ``name`` with the other finders, then wraps its loader to run ``patch`` after it."""
+    """Finds ``name`` with the other finders, then wraps its loader to run ``patches`` after it."""
 
-    def __init__(self, name: str, patch: Callable[[ModuleType], None]) -> None:
+    def __init__(self, name: str, patch: Patch) -> None:
         self.name = name
-        self.patch = patch
+        self.patches: list[Patch] = [patch]
 
     def find_spec(
         self,
@@ -44,14 +47,21 @@ class AfterImport(importlib.abc.MetaPathFinder):
             sys.meta_path.insert(0, self)
         if spec is None or spec.loader is None:
             return None
-        spec.loader = _Loader(spec.loader, self.patch)
+        spec.loader = _Loader(spec.loader, tuple(self.patches))
         return spec
 
 
-def after_import(name: str, patch: Callable[[ModuleType], None]) -> None:
-    """Call ``patch(module)`` once ``name`` is imported (at once if it already is)."""
+def after_import(name: str, patch: Patch) -> None:
+    """Call ``patch(module)`` once ``name`` is imported (at once if it already is).
+
+    Several patches of one module run in the order they were registered; registering the same
+    patch twice runs it once."""
     if name in sys.modules:
         patch(sys.modules[name])
         return
-    if not any(isinstance(f, AfterImport) and f.name == name for f in sys.meta_path):
-        sys.meta_path.insert(0, AfterImport(name, patch))
+    for finder in sys.meta_path:
+        if isinstance(finder, AfterImport) and finder.name == name:
+            if patch not in finder.patches:
+                finder.patches.append(patch)
+            return
+    sys.meta_path.insert(0, AfterImport(name, patch))
