@@ -114,10 +114,11 @@ static void gemv(const float* xr, const uint16_t* w, uint16_t* y, int64_t N, int
     y[i] = f32_to_bf16(sum + tail_sum(t, K64, K));
   }
 }
-/* 2..4 x rows: each weight chunk is converted in registers once and used by every x row;
-   slot r has one accumulator per x row; the first `keep` rows' outputs are stored (called on
-   groups of up to 4 rows of 2..FEW: more rows at once ran slower here, their float32 rows no
-   longer in the first-level cache). */
+/* 2..4 x rows: each weight chunk is converted in registers once and used by every x row.
+   Slots r and r+1 are accumulated together, one accumulator each per x row (one slot at a
+   time ran slower here: its chains of 4-32 fused multiply-adds wait on each other). The first
+   `keep` rows' outputs are stored. Called on groups of up to 4 of 2..FEW rows (more rows at
+   once ran slower here, their float32 rows no longer in the first-level cache). */
 #define FEW 8
 #define GROUP 4
 static inline __attribute__((always_inline)) void few_rows(const float* xf, const uint16_t* w, uint16_t* y,
@@ -127,14 +128,18 @@ static inline __attribute__((always_inline)) void few_rows(const float* xf, cons
   for (int64_t i = n0; i < n1; ++i) {
     const uint16_t* wr = w + i * K;
     __m256 s[GROUP][8];
-    for (int r = 0; r < 8; ++r) {
-      __m256 a[GROUP];
-      for (int q = 0; q < M; ++q) a[q] = _mm256_setzero_ps();
+    for (int r = 0; r < 8; r += 2) {
+      __m256 a[GROUP], b[GROUP];
+      for (int q = 0; q < M; ++q) a[q] = b[q] = _mm256_setzero_ps();
       for (int64_t c = 0; c < K64; c += 64) {
         const __m256 v = bf16x8_to_f32(_mm_loadu_si128((const __m128i*)(wr + c + 8 * r)));
-        for (int q = 0; q < M; ++q) a[q] = _mm256_fmadd_ps(v, _mm256_loadu_ps(xf + q * K + c + 8 * r), a[q]);
+        const __m256 u = bf16x8_to_f32(_mm_loadu_si128((const __m128i*)(wr + c + 8 * r + 8)));
+        for (int q = 0; q < M; ++q) {
+          a[q] = _mm256_fmadd_ps(v, _mm256_loadu_ps(xf + q * K + c + 8 * r), a[q]);
+          b[q] = _mm256_fmadd_ps(u, _mm256_loadu_ps(xf + q * K + c + 8 * r + 8), b[q]);
+        }
       }
-      for (int q = 0; q < M; ++q) s[q][r] = a[q];
+      for (int q = 0; q < M; ++q) s[q][r] = a[q], s[q][r + 1] = b[q];
     }
     __m256 t[GROUP];
     for (int q = 0; q < M; ++q) t[q] = _mm256_setzero_ps();
