@@ -7,14 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from backend.engine.protocol import Engine, EngineRequest, Finished, TurnEvent
-
-
-def first_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:
-    """The first index where ``a`` and ``b`` differ (a length difference counts); None if equal."""
-    for index, (x, y) in enumerate(zip(a, b, strict=False)):
-        if x != y:
-            return index
-    return None if len(a) == len(b) else min(len(a), len(b))
+from backend.engine.tokenizer_check import first_divergence, tokenizer_divergence
 
 
 @dataclass(frozen=True)
@@ -121,20 +114,12 @@ async def tokenization_difference(engine: object, prompt: str) -> str | None:
     """Why a server's tokens could not be compared with this machine's: its ``/tokenize`` of the
     prompt differs from the local tokenizer's (None when they agree, or where the engine is in
     process or the server does not say)."""
-    ask = getattr(engine, "server_prompt_token_ids", None)
-    local = getattr(engine, "prompt_token_ids", None)
-    if ask is None or local is None:
-        return None
-    served: list[int] | None = await ask(prompt)
-    if served is None:
-        return None
-    mine: list[int] = local(prompt)
-    index = first_divergence(served, mine)
-    if index is None:
+    divergence = await tokenizer_divergence(engine, prompt)
+    if divergence is None:
         return None
     return (
         f"The server at {getattr(engine, 'url', '?')} tokenizes the prompt differently from this "
-        f"machine's tokenizer ({len(served)} vs {len(mine)} tokens, first difference at token "
-        f"{index}): a parity verdict would compare different prompts. Point --model at the "
-        "served model's own tokenizer files."
+        f"machine's tokenizer ({divergence.served} vs {divergence.local} tokens, first difference at "
+        f"token {divergence.index}): a parity verdict would compare different prompts. Point --model "
+        "at the served model's own tokenizer files."
     )

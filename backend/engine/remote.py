@@ -44,6 +44,7 @@ from backend.engine.server_http import (
     server_tokens,
     with_server_gauges,
 )
+from backend.engine.tokenizer_check import tokenizer_divergence
 from backend.errors import EngineStartFailed
 from backend.messages import ChatMessage, PromptRenderer, RenderedPrompt
 
@@ -134,13 +135,15 @@ class RemoteEngine:
         """A wrong model (the server's tokenizer is not the local copy's) is refused at connect
         time: every prompt rendered here would reach the model as other tokens."""
         sample = self.render([ChatMessage("user", TOKENIZER_SAMPLE)]).text
-        served = await self.server_prompt_token_ids(sample)
-        if served is None or served == self.prompt_token_ids(sample):
+        divergence = await tokenizer_divergence(self, sample)
+        if divergence is None:
             return
         await self.shutdown()
         raise EngineStartFailed(
             f"The vLLM server at {self.url} serves {self.served_model!r}, whose tokenizer differs from "
-            f"the one here ({tokenizer}): prompts rendered here would reach it as other tokens.",
+            f"the one here ({tokenizer}; a sample prompt: {divergence.served} vs {divergence.local} "
+            f"tokens, first difference at token {divergence.index}): prompts rendered here would "
+            "reach it as other tokens.",
             "Pass --model DIR with the served model's own tokenizer files.",
         )
 
