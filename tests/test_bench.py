@@ -21,7 +21,7 @@ from backend.bench.session import path_configs, run_interleaved, same_configs, w
 from backend.bench.workload_runs import RequestResult, WorkloadRun
 from backend.bench.workloads import load_workloads
 from backend.chat.compare import SAME_PATHS
-from backend.compat import blocking_wait, one_call_step
+from backend.compat import blocking_wait, one_call_step, prefill_drafts
 from backend.compat.blocking_wait import ENV as BLOCKING_WAIT_ENV
 from backend.engine.metrics import TurnMetrics
 from backend.engine.model_source import ModelSource
@@ -187,6 +187,8 @@ async def test_bench_on_both_paths_builds_the_report(
     assert blocking_wait.IN_USE not in logs["baseline"]
     assert one_call_step.IN_USE in logs["optimized"], "its worker answered steps in one call"
     assert one_call_step.IN_USE not in logs["baseline"]
+    assert prefill_drafts.IN_USE in logs["optimized"], "its prefill steps answered without drafting"
+    assert prefill_drafts.IN_USE not in logs["baseline"]
     row = doc["rows"][0]
     assert set(row) >= {"workload", "metric", "baseline", "optimized", "ratio", "transformers", "roof"}
     assert set(row) >= {"baseline_runs", "optimized_runs", "ratio_low", "ratio_high", "within_noise"}

@@ -81,11 +81,14 @@ def test_the_choice_key_follows_the_engine_environment(
     assert choice_key(source, settings, gpu=False) == key
     from backend.kernels import bf16_linear
 
-    rebuilt = tiny.model / "bf16_linear-0123456789abcdef.so"
+    built = tiny.model / "bf16_linear-0123456789abcdef.so"
+    rebuilt = tiny.model / "bf16_linear-fedcba9876543210.so"
+    monkeypatch.setattr(bf16_linear, "for_engine", lambda: (built, "compiled"))
+    with_kernel = choice_key(source, settings, gpu=False)
     monkeypatch.setattr(bf16_linear, "for_engine", lambda: (rebuilt, "compiled"))
-    assert choice_key(source, settings, gpu=False) != key, "another build of the linear kernel"
+    assert choice_key(source, settings, gpu=False) != with_kernel, "another build of the linear kernel"
     monkeypatch.setattr(bf16_linear, "for_engine", lambda: (None, "no C compiler"))
-    assert choice_key(source, settings, gpu=False) != key, "no linear kernel"
+    assert choice_key(source, settings, gpu=False) != with_kernel, "no linear kernel"
 
 
 def test_a_stored_choice_shapes_the_optimized_path_only(tiny: GeneratedCheckpoint) -> None:
@@ -143,10 +146,11 @@ async def test_the_probe_measures_every_step_on_the_real_engine(
 
 
 def test_each_cpu_class_says_what_the_optimized_path_adds() -> None:
-    from backend.engine.cpu_classes import AVX2, NATIVE_BF16, OTHER, cpu_class, describe_classes
+    from backend.engine.cpu_classes import AMX, AVX2, NATIVE_BF16, OTHER, cpu_class, describe_classes
 
     assert cpu_class(["avx2"]) == AVX2 and "linear kernel" in AVX2.adds
-    assert cpu_class(["avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"]) == NATIVE_BF16
-    assert "no kernel" in NATIVE_BF16.adds and cpu_class([]) == OTHER
+    assert cpu_class(["avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"]) == AMX
+    assert cpu_class(["avx2", "avx512f", "avx512_bf16"]) == NATIVE_BF16, "AMD EPYC Zen 4"
+    assert "no kernel" in NATIVE_BF16.adds and "no kernel" in AMX.adds and cpu_class([]) == OTHER
     lines = describe_classes(["avx2"])
-    assert len(lines) == 3 and lines[0].lstrip().startswith("* AVX2") and "*" not in lines[1][:4]
+    assert len(lines) == 4 and lines[0].lstrip().startswith("* AVX2") and "*" not in lines[1][:4]

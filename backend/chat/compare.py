@@ -14,6 +14,7 @@ from typing import Any
 from backend.chat.parity import TokenParity
 from backend.compat.blocking_wait import ENV as BLOCKING_WAIT_ENV
 from backend.compat.one_call_step import ENV as ONE_CALL_STEP_ENV
+from backend.compat.prefill_drafts import ENV as NO_PREFILL_DRAFTS_ENV
 from backend.engine.protocol import EngineInfo, Finished
 from backend.kernels.env import KERNEL_ENV, THREADS_ENV
 
@@ -24,6 +25,7 @@ ENV_LABELS = {
     f"env {KERNEL_ENV}": "bf16 linear kernel",
     f"env {BLOCKING_WAIT_ENV}": "no spinning between steps",
     f"env {ONE_CALL_STEP_ENV}": "one worker call per step",
+    f"env {NO_PREFILL_DRAFTS_ENV}": "first token before drafts",
 }
 """What each of the optimized path's environment variables does, in the compare line's words."""
 

@@ -9,11 +9,19 @@ Standard library only until a patched module is actually imported.
 * ``cpu_linear``: the optimized path's bfloat16 linear kernel (only where its engine asks).
 * ``blocking_wait``: the optimized engine's processes sleep instead of spinning between steps.
 * ``one_call_step``: the optimized engine's decode step is one call to its worker, not two.
+* ``prefill_drafts``: the optimized engine's first token does not wait for the drafter.
 """
 
 from __future__ import annotations
 
-from backend.compat import blocking_wait, cpu_linear, gemma4_audio, one_call_step, torchvision_ops
+from backend.compat import (
+    blocking_wait,
+    cpu_linear,
+    gemma4_audio,
+    one_call_step,
+    prefill_drafts,
+    torchvision_ops,
+)
 
 
 def install_import_hooks() -> None:
@@ -22,3 +30,4 @@ def install_import_hooks() -> None:
     cpu_linear.install_import_hook()
     blocking_wait.install_import_hook()
     one_call_step.install_import_hook()
+    prefill_drafts.install_import_hook()

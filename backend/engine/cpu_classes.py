@@ -28,18 +28,27 @@ AVX2 = CpuClass(
     "gemma-chat's bfloat16 linear kernel on bf16 checkpoints (bit-identical to PyTorch's AVX2 path, "
     f"its threads on every core); {EVERY_CPU}",
 )
-NATIVE_BF16 = CpuClass(
-    "AVX512-BF16 / AMX (e.g. Intel Xeon Sapphire Rapids and later)",
+_NATIVE_ADDS = (
     "no kernel (oneDNN computes bfloat16 natively; the kernel reproduces only the AVX2 path); "
     f"{EVERY_CPU}; every core for the model only with `cpu_all_cores = true` (it changed greedy "
-    "tokens: opt-in)",
+    "tokens: opt-in)"
+)
+NATIVE_BF16 = CpuClass(
+    "AVX512-BF16 without AMX (e.g. AMD EPYC Zen 4 and later): vLLM multiplies through oneDNN",
+    _NATIVE_ADDS,
+)
+AMX = CpuClass(
+    "AMX (e.g. Intel Xeon Sapphire Rapids and later): vLLM's AMX kernels and oneDNN",
+    _NATIVE_ADDS,
 )
 OTHER = CpuClass("other x86 or Arm", EVERY_CPU)
-CLASSES = (AVX2, NATIVE_BF16, OTHER)
+CLASSES = (AVX2, NATIVE_BF16, AMX, OTHER)
 
 
 def cpu_class(flags: Sequence[str]) -> CpuClass:
-    if "avx512_bf16" in flags or "amx_bf16" in flags:
+    if "amx_bf16" in flags or "amx_tile" in flags:
+        return AMX
+    if "avx512_bf16" in flags:
         return NATIVE_BF16
     if "avx2" in flags:
         return AVX2

@@ -13,6 +13,7 @@ import os
 
 from backend.compat.blocking_wait import ENV as BLOCKING_WAIT_ENV
 from backend.compat.one_call_step import ENV as ONE_CALL_STEP_ENV
+from backend.compat.prefill_drafts import ENV as NO_PREFILL_DRAFTS_ENV
 from backend.engine.argument import Argument
 from backend.kernels.env import KERNEL_ENV as CPU_LINEAR_ENV
 from backend.kernels.env import THREADS_ENV as CPU_LINEAR_THREADS_ENV
@@ -59,3 +60,15 @@ def optimized_cpu_env(settings: EngineSettings) -> tuple[dict[str, Argument], tu
             "on 3 of 19 parity prompts)",
         )
     return env, notes
+
+
+def speculating_cpu_env() -> dict[str, Argument]:
+    """What the optimized CPU engine adds to its environment when it speculates."""
+    return {
+        NO_PREFILL_DRAFTS_ENV: Argument(
+            1,
+            "a step in which every request is prefilling answers without running the drafter, so "
+            "the first token does not wait for drafts (the next step drafts as usual; drafts never "
+            "change a token)",
+        )
+    }

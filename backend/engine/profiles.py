@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from backend.engine.argument import Argument
-from backend.engine.cpu_env import optimized_cpu_env
+from backend.engine.cpu_env import optimized_cpu_env, speculating_cpu_env
 from backend.engine.model_source import ModelSource
 from backend.engine.platform import default_max_model_len, on_gpu
 from backend.engine.speculation.choice import SpeculationChoice, choice_key, stored_choice
@@ -211,6 +211,8 @@ def engine_config(
         if not gpu:
             spec = {**spec, "num_speculative_tokens_per_batch_size": _cpu_speculation_schedule(spec)}
             why += f"; off above {CPU_SPECULATION_MAX_BATCH} running requests (CPU is compute-bound there)"
+            if profile.name == "optimized":
+                env.update(speculating_cpu_env())
         args["speculative_config"] = Argument(spec, why)
         args["per_request_spec_decode_metrics"] = Argument("summary", "drafted/accepted per reply")
     if not gpu and profile.name == "optimized":
