@@ -100,8 +100,8 @@ def test_vllm_layers_on_the_pytorch_fallback_get_the_kernel(
     monkeypatch.delattr(utils, "_gemma_chat_cpu_linear", raising=False)
     cpu_linear.patch(utils)
     before = cpu_linear.layers_replaced()
-    cases = ((torch.bfloat16, 512, True), (torch.float32, 512, False), (torch.bfloat16, 128, False))
-    for dtype, width, replaced in cases:  # a 128 x 384 layer is too small to pay for the call
+    cases = ((torch.bfloat16, 512, True), (torch.float32, 512, False), (torch.bfloat16, 16, False))
+    for dtype, width, replaced in cases:  # a 16 x 384 layer is too small to pay for the call
         layer = torch.nn.Linear(width, 384, bias=False).to(dtype)
         x = torch.randn(5, width).to(dtype)
         utils.dispatch_cpu_unquantized_gemm(layer, remove_weight=False)

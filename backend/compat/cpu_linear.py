@@ -42,16 +42,30 @@ def is_torch_fallback(cpu_linear: Any) -> bool:
     return code is not None and set(code.co_names) == {"torch", "nn", "functional", "linear"}
 
 
+def plain_weight(layer: Any) -> None:
+    """Hold a kernel layer's weight as a plain ``torch.nn.Parameter`` over the same storage.
+
+    vLLM's weight parameters are a subclass with a Python ``__torch_function__`` (for loading);
+    the compiled graph hands the weight to the kernel's operator, and PyTorch then calls that
+    Python hook on every call (about 10-20 us, measured). Loading is over by the time vLLM
+    picks the matrix multiply, and a plain parameter's hook is PyTorch's disabled one. The same
+    bytes, not a copy: a weight tied to another layer (an embedding) stays shared."""
+    import torch
+
+    weight = layer.weight
+    if type(weight) is not torch.nn.Parameter:
+        layer.weight = torch.nn.Parameter(weight.data, requires_grad=False)
+
+
 def _replace(layer: Any, path: str) -> None:
     if not is_torch_fallback(getattr(layer, "cpu_linear", None)):
         return
     from backend.kernels.bf16_linear import handles
 
-    if not handles(layer.weight, getattr(layer, "bias", None)):
-        return
     kernel = _kernel(path)
-    if kernel is None:
+    if kernel is None or not handles(layer.weight, getattr(layer, "bias", None)):
         return
+    plain_weight(layer)
     layer.cpu_linear = lambda x, weight, bias: kernel(x, weight)
     _state["layers"] += 1
     if _state["layers"] == 1:

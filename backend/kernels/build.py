@@ -1,4 +1,5 @@
-"""Compile a kernel's C source into the cache directory, once per source, flags and compiler."""
+"""Compile a kernel's C source (alone, or with its PyTorch operator) into the cache directory, once
+per source, flags, compiler and PyTorch version."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 import platform
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from backend import paths
@@ -26,21 +28,77 @@ def compiler() -> str:
     return found
 
 
-def compiled(name: str) -> Path:
-    """Path of ``name``.c compiled as a shared library (built on first use, then reused)."""
+def cxx_compiler() -> str:
+    found = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
+    if not found:
+        raise KernelUnavailable("no C++ compiler (c++ or g++) on PATH")
+    return found
+
+
+def _x86_64() -> None:
     if platform.machine().lower() not in ("x86_64", "amd64"):
         raise KernelUnavailable(f"the kernel is written for x86-64, this is {platform.machine()}")
-    source = SOURCE_DIR / f"{name}.c"
-    cc = compiler()
-    digest = hashlib.sha256(source.read_bytes() + " ".join((cc, *FLAGS)).encode()).hexdigest()[:16]
-    target = paths.cache_dir() / "kernels" / f"{name}-{digest}.so"
+
+
+def _target(stem: str, key: bytes) -> Path:
+    digest = hashlib.sha256(key).hexdigest()[:16]
+    return paths.cache_dir() / "kernels" / f"{stem}-{digest}.so"
+
+
+def _build(target: Path, commands: Callable[[Path], list[list[str]]]) -> Path:
+    """Run ``commands(partial)`` (each must succeed), then move the result into place."""
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
-    done = subprocess.run([cc, *FLAGS, "-o", str(partial), str(source)], capture_output=True, text=True)
-    if done.returncode != 0:
-        partial.unlink(missing_ok=True)
-        raise KernelUnavailable(f"{cc} could not compile {source.name}: {done.stderr.strip()[-400:]}")
-    os.replace(partial, target)
+    try:
+        for command in commands(partial):
+            done = subprocess.run(command, capture_output=True, text=True)
+            if done.returncode != 0:
+                source = next((Path(a).name for a in command if a.endswith((".c", ".cpp"))), command[0])
+                raise KernelUnavailable(
+                    f"{Path(command[0]).name} could not compile {source}: {done.stderr.strip()[-400:]}"
+                )
+        os.replace(partial, target)
+    finally:
+        for leftover in target.parent.glob(f"{partial.name}*"):
+            leftover.unlink(missing_ok=True)
     return target
+
+
+def compiled(name: str) -> Path:
+    """Path of ``name``.c compiled as a shared library (built on first use, then reused)."""
+    _x86_64()
+    source = SOURCE_DIR / f"{name}.c"
+    cc = compiler()
+    target = _target(name, source.read_bytes() + " ".join((cc, *FLAGS)).encode())
+    return _build(target, lambda out: [[cc, *FLAGS, "-o", str(out), str(source)]])
+
+
+def compiled_operator(name: str) -> Path:
+    """``name``.c and ``name``_op.cpp, which registers it as a native PyTorch operator, as one
+    shared library (built on first use against the installed PyTorch's headers, then reused)."""
+    _x86_64()
+    import torch
+    from torch.utils import cpp_extension
+
+    source, glue = SOURCE_DIR / f"{name}.c", SOURCE_DIR / f"{name}_op.cpp"
+    cc, cxx = compiler(), cxx_compiler()
+    includes = [f"-I{path}" for path in cpp_extension.include_paths()]
+    library_dir = str(Path(torch.__file__).parent / "lib")
+    abi = f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"
+    cxx_flags = ("-O2", "-std=c++17", "-shared", "-fPIC", "-pthread", abi)
+    links = (f"-L{library_dir}", f"-Wl,-rpath,{library_dir}", "-ltorch_cpu", "-lc10")
+    sources = source.read_bytes() + glue.read_bytes()
+    tools = " ".join((cc, cxx, *FLAGS, *cxx_flags, torch.__version__)).encode()
+    target = _target(f"{name}_op", sources + tools)
+
+    def commands(out: Path) -> list[list[str]]:
+        kernel = out.with_name(f"{out.name}.o")
+        c_flags = [flag for flag in FLAGS if flag != "-shared"]
+        return [
+            [cc, *c_flags, "-c", "-o", str(kernel), str(source)],
+            [cxx, *cxx_flags, *includes, "-o", str(out), str(glue), str(kernel), *links],
+        ]
+
+    return _build(target, commands)
