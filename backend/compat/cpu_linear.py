@@ -60,10 +60,13 @@ def plain_weight(layer: Any) -> None:
 def _replace(layer: Any, path: str) -> None:
     if not is_torch_fallback(getattr(layer, "cpu_linear", None)):
         return
-    from backend.kernels.bf16_linear import handles
+    from backend.kernels.bf16_linear import eligible, handles
 
+    bias = getattr(layer, "bias", None)
+    if not eligible(layer.weight, bias):
+        return  # loading the kernel waits for a layer it could compute
     kernel = _kernel(path)
-    if kernel is None or not handles(layer.weight, getattr(layer, "bias", None)):
+    if kernel is None or not handles(layer.weight, bias):
         return
     plain_weight(layer)
     layer.cpu_linear = lambda x, weight, bias: kernel(x, weight)

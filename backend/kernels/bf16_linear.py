@@ -44,7 +44,7 @@ _LIBRARY.define("bf16_linear(Tensor x, Tensor weight) -> Tensor")
 # about 60 us a call, more than a decode step's small layers take in all. Its CPU implementation
 # is registered by ``load``: natively by the compiled library where it carries the operator
 # (``bf16_linear_op.cpp``, a few us a call), else the Python one below (about 30 us).
-_implementation: list[str] = []
+_implementation: str | None = None
 
 
 def _bf16_linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -66,19 +66,20 @@ def _bf16_linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 
 def implementation() -> str | None:
     """How the operator is implemented in this process: "native", "python", or None before ``load``."""
-    return _implementation[0] if _implementation else None
+    return _implementation
 
 
 def _register(lib: ctypes.CDLL) -> None:
     """Record the native registration, or register the Python one (once per process: a second
     library loaded here computes through the first one's registration)."""
-    if _implementation:
+    global _implementation
+    if _implementation is not None:
         return
     if hasattr(lib, "gc_registers_operator"):
-        _implementation.append("native")
+        _implementation = "native"
     else:
         _LIBRARY.impl("bf16_linear", _bf16_linear, "CPU")
-        _implementation.append("python")
+        _implementation = "python"
 
 
 @torch.library.register_fake("gemma_chat::bf16_linear")
@@ -100,9 +101,8 @@ MIN_WEIGHTS_ENV = "GEMMA_CHAT_CPU_LINEAR_MIN_WEIGHTS"
 """Overrides ``MIN_WEIGHTS`` (tests use it to put a tiny checkpoint's layers through the kernel)."""
 
 
-def handles(weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
-    """Whether the loaded kernel computes this layer (others keep PyTorch's path)."""
-    least = MIN_WEIGHTS[implementation() or "python"]
+def eligible(weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
+    """Whether the kernel can compute this layer at all, whatever its size."""
     return (
         bias is None
         and weight.dtype == torch.bfloat16
@@ -110,8 +110,15 @@ def handles(weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
         and weight.device.type == "cpu"
         and not weight.is_meta
         and weight.shape[1] % 16 == 0
-        and weight.shape[0] * weight.shape[1] >= int(os.environ.get(MIN_WEIGHTS_ENV, least))
     )
+
+
+def handles(weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
+    """Whether the loaded kernel computes this layer (others keep PyTorch's path): the smallest
+    layer worth its call depends on how the operator is implemented."""
+    least = MIN_WEIGHTS[implementation() or "python"]
+    size = weight.shape[0] * weight.shape[1] if weight.dim() == 2 else 0
+    return eligible(weight, bias) and size >= int(os.environ.get(MIN_WEIGHTS_ENV, least))
 
 
 def reproduces_torch() -> bool:
