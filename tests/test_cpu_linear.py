@@ -89,6 +89,37 @@ def test_threads_share_products_and_a_busy_core_changes_no_bit(kernel: bf16_line
     assert loaded.shared + loaded.alone >= idle.shared + idle.alone + 600
 
 
+def test_the_operator_is_native_where_a_cxx_compiler_builds_it(kernel: bf16_linear.Linear) -> None:
+    path, why = bf16_linear.for_engine()
+    assert path is not None and "native operator" in why and "not built" not in why, why
+    assert bf16_linear.implementation() == "native"
+    assert bf16_linear.handles(torch.empty(32, 256, dtype=torch.bfloat16), None), "8K weights pay natively"
+
+
+_FALLBACK = """
+import torch
+from backend.kernels import bf16_linear
+path, why = bf16_linear.for_engine()
+assert path is not None and "not built" in why, why
+assert bf16_linear.load(path) is not None
+assert bf16_linear.implementation() == "python", bf16_linear.implementation()
+assert not bf16_linear.handles(torch.empty(32, 256, dtype=torch.bfloat16), None), "too small for Python"
+g = torch.Generator().manual_seed(3)
+x = torch.randn(4, 512, generator=g).to(torch.bfloat16)
+w = torch.randn(640, 512, generator=g).to(torch.bfloat16)
+assert torch.equal(bf16_linear.bf16_linear(x, w).view(torch.int16), torch.nn.functional.linear(x, w).view(torch.int16))
+print("python fallback ok")
+"""
+
+
+def test_without_a_cxx_compiler_the_python_operator_gives_the_same_bits(tmp_path: Path) -> None:
+    """No C++ compiler (or PyTorch headers): the C kernel alone, called through the Python operator."""
+    env = {**os.environ, "CXX": "/bin/false", "GEMMA_CHAT_HOME": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", _FALLBACK], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "python fallback ok" in done.stdout
+
+
 def test_vllm_layers_on_the_pytorch_fallback_get_the_kernel(
     kernel: bf16_linear.Linear, monkeypatch: pytest.MonkeyPatch
 ) -> None:
