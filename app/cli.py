@@ -203,6 +203,13 @@ def build_parser() -> argparse.ArgumentParser:
     make.add_argument("out", help="output directory (gets model/ and drafter/)")
     make.add_argument("--size", choices=("tiny", "bench"), default="tiny", help="tiny (tests) or bench")
     make.add_argument("--seed", type=int, default=0, help="same seed, same bytes")
+    make.add_argument(
+        "--centroids",
+        type=int,
+        default=0,
+        help="give the drafter centroid-masked embeddings with this many centroids, as the released "
+        "E2B assistant has (must divide the vocabulary: 512 tiny, 32768 bench; default 0: plain)",
+    )
 
     train = commands.add_parser(
         "train-demo",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import subprocess
@@ -92,6 +93,16 @@ def test_make_model_writes_a_checkpoint(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "m" / "model" / "model.safetensors").is_file()
     assert (tmp_path / "m" / "drafter" / "model.safetensors").is_file()
+
+
+def test_make_model_gives_the_drafter_centroids_or_says_why_not(tmp_path: Path) -> None:
+    result = _gemma_chat("make-model", str(tmp_path / "m"), "--centroids", "64")
+    assert result.returncode == 0, result.stderr
+    assert "drafter with 64 centroids" in result.stdout
+    drafter = json.loads((tmp_path / "m" / "drafter" / "config.json").read_text())
+    assert drafter["use_ordered_embeddings"] is True and drafter["num_centroids"] == 64
+    refused = _gemma_chat("make-model", str(tmp_path / "n"), "--centroids", "100")
+    assert refused.returncode == 2 and "100 centroids do not divide a vocabulary of 512" in refused.stdout
 
 
 @pytest.mark.engine

@@ -107,7 +107,8 @@ assert not bf16_linear.handles(torch.empty(32, 256, dtype=torch.bfloat16), None)
 g = torch.Generator().manual_seed(3)
 x = torch.randn(4, 512, generator=g).to(torch.bfloat16)
 w = torch.randn(640, 512, generator=g).to(torch.bfloat16)
-assert torch.equal(bf16_linear.bf16_linear(x, w).view(torch.int16), torch.nn.functional.linear(x, w).view(torch.int16))
+got, want = bf16_linear.bf16_linear(x, w), torch.nn.functional.linear(x, w)
+assert torch.equal(got.view(torch.int16), want.view(torch.int16))
 print("python fallback ok")
 """
 
@@ -115,7 +116,8 @@ print("python fallback ok")
 def test_without_a_cxx_compiler_the_python_operator_gives_the_same_bits(tmp_path: Path) -> None:
     """No C++ compiler (or PyTorch headers): the C kernel alone, called through the Python operator."""
     env = {**os.environ, "CXX": "/bin/false", "GEMMA_CHAT_HOME": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-c", _FALLBACK], env=env, capture_output=True, text=True, timeout=300)
+    command = [sys.executable, "-c", _FALLBACK]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "python fallback ok" in done.stdout
 

@@ -12,11 +12,16 @@ def run_make_model(args: argparse.Namespace) -> int:
 
     started = time.monotonic()
     out = Path(args.out).expanduser()
-    written = make_checkpoint(out, args.size, args.seed)
+    try:
+        written = make_checkpoint(out, args.size, args.seed, centroids=args.centroids)
+    except ValueError as error:
+        print(f"gemma-chat make-model: {error}")
+        return 2
     size_mb = sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) / 1e6
+    centroids = f", drafter with {args.centroids} centroids" if args.centroids else ""
     print(
-        f"wrote {written.model} and {written.drafter} ({size_mb:.1f} MB, size {args.size}, seed {args.seed}) "
-        f"in {time.monotonic() - started:.1f} s"
+        f"wrote {written.model} and {written.drafter} ({size_mb:.1f} MB, size {args.size}, seed {args.seed}"
+        f"{centroids}) in {time.monotonic() - started:.1f} s"
     )
     print(f'try it: gemma-chat ask --model {out} "Hello"')
     return 0

@@ -3,8 +3,9 @@
 ``make_checkpoint(out, size, seed)`` writes two directories loadable by transformers and
 by vLLM: ``out/model`` (``Gemma4ForConditionalGeneration`` with tokenizer, chat template
 and processor configs) and ``out/drafter`` (``Gemma4AssistantForCausalLM``, the form of
-``google/gemma-4-E2B-it-assistant`` that vLLM's CPU build runs: plain, not
-centroid-masked, embeddings). Same size and seed, same bytes.
+``google/gemma-4-E2B-it-assistant``: plain embeddings, or with ``centroids`` the released
+assistant's centroid-masked ones, which score only the tokens of the clusters its centroids
+pick). Same size, seed and centroids, same bytes.
 
 Random weights give nearly flat logits, where greedy argmax is decided by rounding
 noise. The final norm is scaled up (``FINAL_NORM_SCALE``) so the logits are decisive and
@@ -106,8 +107,18 @@ def config_token_ids() -> dict[str, Any]:
     }
 
 
-def drafter_config(size: CheckpointSize) -> Any:
+CENTROID_TOP_K_SHARE = 8
+"""With centroids, each draft scores the clusters of its best 1/8 of them (the released
+assistant: 32 of 2048, 1/64, of a 512x larger vocabulary)."""
+
+
+def drafter_config(size: CheckpointSize, centroids: int = 0) -> Any:
+    """The drafter's config; ``centroids`` > 0 gives it centroid-masked embeddings (``vocab_size``
+    must be a multiple of it)."""
     from transformers import Gemma4AssistantConfig, Gemma4TextConfig
+
+    if centroids and size.text.vocab_size % centroids:
+        raise ValueError(f"{centroids} centroids do not divide a vocabulary of {size.text.vocab_size}")
 
     text = size.text
     # The drafter's layers own no KV: they read the target's last sliding and last full layer.
@@ -129,7 +140,9 @@ def drafter_config(size: CheckpointSize) -> Any:
     return Gemma4AssistantConfig(
         text_config=drafter_text,
         backbone_hidden_size=text.hidden_size,
-        use_ordered_embeddings=False,
+        use_ordered_embeddings=bool(centroids),
+        num_centroids=centroids or 2048,
+        centroid_intermediate_top_k=max(1, centroids // CENTROID_TOP_K_SHARE) if centroids else 32,
         tie_word_embeddings=True,
     )
 
@@ -189,20 +202,33 @@ def _seeded_model(config: Any, cls_name: str, seed: int, dtype: str) -> Any:
     return model.to(getattr(torch, dtype)).eval()
 
 
-def make_checkpoint(out: Path, size: str | CheckpointSize = "tiny", seed: int = 0) -> GeneratedCheckpoint:
-    """Write ``out/model`` and ``out/drafter``; return their paths."""
+def make_checkpoint(
+    out: Path, size: str | CheckpointSize = "tiny", seed: int = 0, centroids: int = 0
+) -> GeneratedCheckpoint:
+    """Write ``out/model`` and ``out/drafter`` (with ``centroids``: centroid-masked embeddings);
+    return their paths. The model does not depend on ``centroids``."""
     import torch
 
     shape = SIZES[size] if isinstance(size, str) else size
     model = _seeded_model(model_config(shape), "Gemma4ForConditionalGeneration", seed, shape.dtype)
     with torch.no_grad():
         model.model.language_model.norm.weight.mul_(FINAL_NORM_SCALE)
-    drafter = _seeded_model(drafter_config(shape), "Gemma4AssistantForCausalLM", seed + 1, shape.dtype)
+    drafter = _seeded_model(
+        drafter_config(shape, centroids), "Gemma4AssistantForCausalLM", seed + 1, shape.dtype
+    )
+    if centroids:  # which tokens each centroid's cluster holds: a seeded permutation of the vocabulary
+        ordering = torch.randperm(shape.text.vocab_size, generator=torch.Generator().manual_seed(seed + 2))
+        drafter.masked_embedding.token_ordering.copy_(ordering)
 
     def tokenizer(directory: Path) -> None:
         write_tokenizer(directory, shape.text.vocab_size, shape.text.max_position_embeddings)
 
-    manifest = {"generator": "gemma-chat make-model", "size": shape.name, "seed": seed}
+    manifest = {
+        "generator": "gemma-chat make-model",
+        "size": shape.name,
+        "seed": seed,
+        **({"centroids": centroids} if centroids else {}),
+    }
     return save_checkpoint(out, model, drafter, tokenizer, manifest)
 
 

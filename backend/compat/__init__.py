@@ -10,12 +10,14 @@ Standard library only until a patched module is actually imported.
 * ``blocking_wait``: the optimized engine's processes sleep instead of spinning between steps.
 * ``one_call_step``: the optimized engine's decode step is one call to its worker, not two.
 * ``prefill_drafts``: the optimized engine's first token does not wait for the drafter.
+* ``centroid_drafts``: Gemma 4 drafters with centroid-masked embeddings draft on a CPU.
 """
 
 from __future__ import annotations
 
 from backend.compat import (
     blocking_wait,
+    centroid_drafts,
     cpu_linear,
     gemma4_audio,
     one_call_step,
@@ -31,3 +33,4 @@ def install_import_hooks() -> None:
     blocking_wait.install_import_hook()
     one_call_step.install_import_hook()
     prefill_drafts.install_import_hook()
+    centroid_drafts.install_import_hook()

@@ -87,7 +87,7 @@ class EngineConfig:
 def _speculative(profile: EngineProfile, source: ModelSource) -> tuple[dict[str, Any], str] | None:
     if profile.speculation == "none":
         return None
-    if profile.speculation == "mtp" and source.drafter is not None and _drafter_runs_here(source):
+    if profile.speculation == "mtp" and source.drafter is not None:
         spec = {"model": str(source.drafter), "num_speculative_tokens": profile.num_speculative_tokens}
         return spec, f"MTP drafter {source.drafter.name}: exact, speeds up one request"
     # ngram asked for by name keeps its count; as the drafter's stand-in it drafts at least 4
@@ -151,16 +151,6 @@ without drafts (vLLM's dynamic speculative decoding schedule); tokens stay exact
 def _cpu_speculation_schedule(spec: dict[str, Any]) -> list[list[int]]:
     k = int(spec["num_speculative_tokens"])
     return [[1, CPU_SPECULATION_MAX_BATCH, k], [CPU_SPECULATION_MAX_BATCH + 1, 1 << 16, 0]]
-
-
-def _drafter_runs_here(source: ModelSource) -> bool:
-    """The real E2B drafter's centroid-masked embeddings crash vLLM's CPU build."""
-    import json
-
-    if source.drafter is None:
-        return False
-    config = json.loads((source.drafter / "config.json").read_text())
-    return on_gpu() or not config.get("use_ordered_embeddings", False)
 
 
 def _model_max_len(source: ModelSource) -> int:
