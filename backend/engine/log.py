@@ -26,6 +26,24 @@ _NO_KV = "No available memory for the cache blocks"
 _KILLED = re.compile(r"died unexpectedly \(exit code: -9\)")
 """vLLM's words when the system killed a worker (the kernel's out-of-memory killer sends SIGKILL)."""
 _OOM = ("CUDA out of memory", "OutOfMemoryError", "Cannot allocate memory", "std::bad_alloc")
+_RAISED = re.compile(
+    r"^(?:\([\w:-]+ pid=\d+\) )?(?:[A-Z]+ [\d-]+ [\d:]+ \[[^\]]+\] )?"
+    r"([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$"
+)
+"""A traceback's last line (``RuntimeError: ...``), bare or behind vLLM's log prefix."""
+_WRAPPERS = ("initialization failed", "See root cause", "See stack trace", "cancelled")
+"""vLLM's own words for "a process below failed": they point at the cause, they are not it."""
+
+
+def root_cause(log_text: str) -> str | None:
+    """The last exception the engine's processes raised (``Type: message``; the log is appended to,
+    so an earlier one may belong to an earlier start), passing over vLLM's wrappers that only say
+    a child process failed; None when the log holds none."""
+    for line in reversed(log_text.splitlines()):
+        found = _RAISED.match(line.strip())
+        if found and not any(wrapper in found.group(2) for wrapper in _WRAPPERS):
+            return f"{found.group(1)}: {found.group(2).strip()}"
+    return None
 
 
 @contextlib.contextmanager
@@ -87,4 +105,5 @@ def diagnose(error: BaseException, log_text: str, log_path: Path | None) -> Gemm
             f"Close other programs, lower --max-model-len, or use a smaller model.{where}",
         )
     last = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
-    return EngineStartFailed(f"The engine failed to start: {last}", where.strip())
+    cause = root_cause(log_text) if any(wrapper in last for wrapper in _WRAPPERS) else None
+    return EngineStartFailed(f"The engine failed to start: {cause or last}", where.strip())
