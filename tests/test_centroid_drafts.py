@@ -1,15 +1,23 @@
 """Drafters with centroid-masked embeddings draft off CUDA: no graph capture, the same sparse argmax.
 
-The real engine's side (a generated drafter with centroids drafting in vLLM's CPU build, the
-baseline's tokens) is checked in tests/test_speculation.py.
+The real engine's side: a generated drafter with centroids drafting in vLLM's CPU build, the
+baseline's tokens (below, through tests/centroid_engines.py in a fresh interpreter).
 """
 
 from __future__ import annotations
 
 import inspect
+import json
+import os
+import subprocess
+import sys
 import types
+from pathlib import Path
 from typing import Any
 
+import pytest
+
+from backend.checkpoints import make_checkpoint
 from backend.compat import centroid_drafts
 
 
@@ -66,3 +74,21 @@ def test_vllm_still_captures_and_replays_the_way_the_patch_assumes() -> None:
     capture = inspect.getsource(proposer._setup_centroids_cuda_graphs.__wrapped__)
     assert "masked_emb.get_top_tokens(" in capture and "torch.cuda.CUDAGraph()" in capture
     assert "if self._centroids_sizes:" in inspect.getsource(proposer._greedy_sample.__wrapped__)
+
+
+@pytest.mark.engine
+def test_a_centroid_masked_drafter_drafts_in_vllms_cpu_build_and_changes_no_token(tmp_path: Path) -> None:
+    """The released E2B assistant's kind of drafter, generated (64 centroids): vLLM's CPU build
+    stopped at start loading it. In a fresh interpreter, as the app starts engines: the optimized
+    path drafts with it, and every token is the baseline's."""
+    checkpoint = make_checkpoint(tmp_path / "checkpoint", "tiny", seed=0, centroids=64)
+    env = {**os.environ, "GEMMA_CHAT_HOME": str(tmp_path / "home")}
+    command = [sys.executable, "-m", "tests.centroid_engines", str(checkpoint.model), str(tmp_path)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    baseline, optimized = found["baseline"], found["optimized"]
+    assert optimized["speculative"] and not baseline["speculative"]
+    assert optimized["patched"], "the drafter was loaded through the patch"
+    assert optimized["drafted"] > 0, "the drafter drafted"
+    assert optimized["tokens"] == baseline["tokens"]

@@ -6,12 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from backend.checkpoints import GeneratedCheckpoint, make_checkpoint
-from backend.compat import centroid_drafts
-from backend.engine.log import capture_stderr
-from backend.engine.model_source import ModelSource, resolve
+from backend.checkpoints import GeneratedCheckpoint
+from backend.engine.model_source import ModelSource
 from backend.engine.profiles import EngineProfile, engine_config
-from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
 from backend.engine.speculation.choice import (
     ProbeRun,
     choice_key,
@@ -22,10 +19,7 @@ from backend.engine.speculation.choice import (
     tokens_per_step,
 )
 from backend.engine.speculation.probe import measure_speculation
-from backend.engine.vllm import VllmEngine
-from backend.messages import ChatMessage, PromptRenderer
 from backend.settings import EngineSettings
-from tests.conftest import TEST_ENGINE
 
 PLAIN = ProbeRun("none", 0, (100.0, 100.0, 100.0))
 
@@ -160,41 +154,3 @@ def test_each_cpu_class_says_what_the_optimized_path_adds() -> None:
     assert "no kernel" in NATIVE_BF16.adds and "no kernel" in AMX.adds and cpu_class([]) == OTHER
     lines = describe_classes(["avx2"])
     assert len(lines) == 4 and lines[0].lstrip().startswith("* AVX2") and "*" not in lines[1][:4]
-
-
-@pytest.mark.engine
-async def test_a_centroid_masked_drafter_drafts_here_and_changes_no_token(
-    tmp_path_factory: pytest.TempPathFactory,
-    path_engines: tuple[VllmEngine, VllmEngine],
-    gemma_home: Path,
-) -> None:
-    """The released E2B assistant's kind of drafter (centroid-masked embeddings): vLLM's CPU build
-    stopped at start capturing CUDA graphs for it. Same target weights as the fixtures' checkpoint,
-    so the baseline engine there is the reference."""
-    checkpoint = make_checkpoint(tmp_path_factory.mktemp("centroids"), "tiny", seed=0, centroids=64)
-    source = resolve(str(checkpoint.model))
-    config = engine_config(EngineProfile.optimized(), source, TEST_ENGINE)
-    assert config.args["speculative_config"].value["model"] == str(checkpoint.drafter)
-    log = gemma_home / "logs" / "centroid-drafter.log"
-    engine = VllmEngine(source, config, log_path=log)
-    with capture_stderr(log):
-        await engine.start()
-    baseline, _ = path_engines
-    renderer = PromptRenderer.for_model(str(source.path))
-    drafted = 0
-    try:
-        for i, text in enumerate(("Hello there", "Count to twenty.", "Name three rivers.")):
-            prompt = renderer.render([ChatMessage("user", text)]).text
-            outputs = []
-            for engine_here in (engine, baseline):
-                sampling = SamplingSettings(max_tokens=24, ignore_eos=True)
-                request = EngineRequest(f"c{i}-{id(engine_here)}", prompt, sampling=sampling)
-                final = [event async for event in engine_here.stream(request)][-1]
-                assert isinstance(final, Finished), final
-                outputs.append(final)
-            assert outputs[0].token_ids == outputs[1].token_ids, text
-            drafted += outputs[0].metrics.drafted_tokens or 0
-    finally:
-        await engine.shutdown()
-    assert drafted > 0, "the drafter drafted"
-    assert centroid_drafts.IN_USE in log.read_text()
