@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from backend.bench import session
 from backend.bench.model_costs import model_costs
 from backend.bench.options import BenchOptions
 from backend.bench.peer import PeerRun
@@ -37,6 +38,7 @@ OPTIONS = BenchOptions(
     max_tokens=6,
     chat_max_tokens=4,
     repetitions=2,
+    settle_s=0.05,
 )
 ROOFS = Roofs(flops_per_s=1e11, bytes_per_s=1e10, threads=1, dtype="float32", device="cpu")
 
@@ -107,10 +109,22 @@ def test_identical_paths_report_that_nothing_applies(tiny_source: ModelSource) -
 
 @pytest.mark.engine
 async def test_bench_on_both_paths_builds_the_report(
-    path_engines: tuple[VllmEngine, VllmEngine], tiny_source: ModelSource, tmp_path: Path, gemma_home: Path
+    path_engines: tuple[VllmEngine, VllmEngine],
+    tiny_source: ModelSource,
+    tmp_path: Path,
+    gemma_home: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Also: the optimized engine waits without spinning (its tokens are the baseline's, below)."""
+    """Also: the optimized engine waits without spinning (its tokens are the baseline's, below),
+    and every timed run starts after a pause for the engine before it to go quiet."""
     baseline, optimized = path_engines
+    settle = session.settle
+
+    async def recorded_settle(seconds: float | None = None) -> None:
+        seen.append(("settle", str(seconds)))
+        await settle(seconds)
+
+    monkeypatch.setattr(session, "settle", recorded_settle)
     workloads = load_workloads()
     stages: list[tuple[str, int, int]] = []
     seen: list[tuple[str, str]] = []
@@ -129,7 +143,11 @@ async def test_bench_on_both_paths_builds_the_report(
         for name, engine in (("baseline", baseline), ("optimized", optimized))
     }
     assert ("baseline: throughput", 6, 6) in stages and ("optimized: chat", 4, 4) in stages
-    measured = [(path, rid) for path, rid in seen if not rid.startswith("bench-warm-")]
+    timed = [entry for entry in seen if not entry[1].startswith("bench-warm-")]
+    starts = [i for i, (path, _) in enumerate(timed) if path != "settle" and timed[i - 1][0] == "settle"]
+    assert len(starts) == 2 * 2 * len(OPTIONS.workloads), "a pause before each path's run, every round"
+    assert timed[0] == ("settle", "0.05") and timed.count(("settle", "0.05")) == len(starts)
+    measured = [(path, rid) for path, rid in timed if path != "settle"]
     assert len({(p, rid) for p, rid in measured}) == len(measured), "request ids unique per repetition"
     blocks = [(path, rid.split("-")[1]) for path, rid in measured]
     blocks = [b for i, b in enumerate(blocks) if i == 0 or blocks[i - 1] != b]

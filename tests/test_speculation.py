@@ -9,6 +9,7 @@ import pytest
 from backend.checkpoints import GeneratedCheckpoint
 from backend.engine.model_source import ModelSource
 from backend.engine.profiles import EngineProfile, engine_config
+from backend.engine.speculation import probe
 from backend.engine.speculation.choice import (
     ProbeRun,
     choice_key,
@@ -120,10 +121,18 @@ def test_a_stored_choice_shapes_the_optimized_path_only(tiny: GeneratedCheckpoin
 
 @pytest.mark.engine
 async def test_the_probe_measures_every_step_on_the_real_engine(
-    tiny: GeneratedCheckpoint, gemma_home: Path
+    tiny: GeneratedCheckpoint, gemma_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each candidate's steps come from the engine's own iteration records, drafted or not, and
-    agree with the tokens it generated."""
+    agree with the tokens it generated; each timed request waits for the last engine to go quiet."""
+    pauses: list[float | None] = []
+    settle = probe.settle
+
+    async def recorded_settle(seconds: float | None = None) -> None:
+        pauses.append(seconds)
+        await settle(seconds)
+
+    monkeypatch.setattr(probe, "settle", recorded_settle)
     source = ModelSource(path=tiny.model, drafter=tiny.drafter, name="tiny")
     settings = EngineSettings(dtype="float32", max_model_len=1024)
     said: list[str] = []
@@ -141,6 +150,7 @@ async def test_the_probe_measures_every_step_on_the_real_engine(
         assert run.decode_tokens - 2 * (1 + run.drafts) <= run.tokens_per_step() * run.decode_steps
         assert run.tokens_per_step() * run.decode_steps <= run.decode_tokens + 2
     assert runs["none"].tokens_per_step() == 1.0
+    assert pauses == [None] * 6, "one pause (vLLM's window) before each candidate's prompt"
     assert runs["mtp@2"].histogram, "the drafter drafted"
     assert stored_choice(choice_key(source, settings, gpu=False)) is None, "store=False keeps nothing"
 

@@ -100,6 +100,22 @@ async def test_compare_says_what_differed_and_when_nothing_did() -> None:
     assert result.decode_speedup is None and result.summary().startswith(SAME_PATHS)
 
 
+async def test_compare_pauses_between_the_paths(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The optimized path starts only after the baseline's engine has had time to go quiet."""
+    baseline, optimized = await _target("baseline"), await _target("optimized")
+    pauses: list[tuple[float | None, int, int]] = []
+
+    async def settle(seconds: float | None = None) -> None:
+        engines = (baseline.engine, optimized.engine)
+        pauses.append((seconds, *(len(e.requests) for e in engines)))  # type: ignore[attr-defined]
+
+    monkeypatch.setattr("backend.chat.turn.settle", settle)
+    options = TurnOptions(compare_settle_s=0.25)
+    items = [i async for i in TurnPipeline(_prompt("hi"), options).compare(baseline, optimized)]
+    assert isinstance(items[-1], CompareResult)
+    assert pauses == [(0.25, 1, 0)], "one pause, after the baseline's request, before the optimized one"
+
+
 async def test_stop_before_a_path_starts_cancels_it_without_a_request() -> None:
     target = await _target("optimized")
     pipeline = TurnPipeline(_prompt("hi"), TurnOptions())

@@ -32,6 +32,9 @@ class BenchOptions:
     step_costs: bool = False
     """Also measure decode-step costs (plain and verifying) and the speed-up speculation implies."""
     roof_seconds: float = 1.0
+    settle_s: float | None = None
+    """The pause before each timed run while several engines are up (None: vLLM's busy window
+    plus a margin, ``backend.engine.quiet``)."""
     paths: tuple[str, ...] = ("baseline", "optimized")
     extra_args: dict[str, Argument] = field(default_factory=dict)
     """Added to every path's vLLM arguments (tests use it; ``--dummy-weights`` sets load_format)."""

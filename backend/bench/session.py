@@ -4,10 +4,11 @@ interleaved and repeated, with the parity verdict beside every speed-up.
 Order: measure the machine's roofs; start every path's engine and warm each up (not measured);
 then ``repetitions`` times, each workload on each path back to back, the order alternating
 (A B, B A, A B, …) so that drift on the machine falls on both paths alike, each run from an empty
-prefix cache. An idle engine
-spends no CPU, so both stay up; where the machine's free memory cannot hold a second engine
-the paths run one after the other instead (and the report says so). Where both paths would
-get identical engine arguments and environment only one engine runs: the report says that
+prefix cache, and each only once the engine that ran before it has stopped looking at its ring
+(``backend.engine.quiet``: stock vLLM's worker holds a core for a second after a request). An
+idle engine then spends no CPU, so both stay up; where the machine's free memory cannot hold a
+second engine the paths run one after the other instead (and the report says so). Where both
+paths would get identical engine arguments and environment only one engine runs: the report says that
 nothing applies instead of measuring noise. Then the peer. The report compares the paths
 request by request (tokens, every repetition) and workload by workload (figures).
 """
@@ -32,6 +33,7 @@ from backend.engine.model_source import ModelSource
 from backend.engine.platform import process_tree_rss, room_for_another
 from backend.engine.profiles import EngineConfig, EngineProfile, engine_config
 from backend.engine.protocol import Engine
+from backend.engine.quiet import settle, settle_s
 from backend.engine.vllm import VllmEngine
 from backend.messages import ChatMessage
 from backend.settings import Settings
@@ -127,7 +129,7 @@ async def measure_paths(
             for name in names:
                 await warm_up(engines[name], name, options, workloads, progress)
             runs = await run_interleaved(engines, options, workloads, progress)
-            return runs, "interleaved (A B, B A, …)"
+            return runs, f"interleaved (A B, B A, …), each run {_settle_s(options):.1f} s after the last"
         for name in names:
             if name not in engines:
                 engines[name] = await start(name)
@@ -158,7 +160,8 @@ async def run_interleaved(
     engines: Mapping[str, Engine], options: BenchOptions, workloads: Workloads, progress: Progress
 ) -> Runs:
     """``options.repetitions`` rounds; in each, every workload on every path back to back, the
-    paths' order reversed every other round. The engines must be started and warmed up."""
+    paths' order reversed every other round, each run after a pause for the one before it to go
+    quiet (with several engines). The engines must be started and warmed up."""
     sets = prompt_sets(workloads, options)
     names = list(engines)
     runs: Runs = {name: {w: [] for w in options.workloads} for name in names}
@@ -168,10 +171,16 @@ async def run_interleaved(
         for workload in options.workloads:
             for name in order:
                 await _cold(engines[name])
+                if len(engines) > 1:
+                    await settle(_settle_s(options))
                 tick = counters.ticker(f"{name}: {workload}", workload)
                 run = await _run_workload(engines[name], name, workload, sets, workloads, options, tick, rep)
                 runs[name][workload].append(run)
     return runs
+
+
+def _settle_s(options: BenchOptions) -> float:
+    return settle_s() if options.settle_s is None else options.settle_s
 
 
 async def _cold(engine: Engine) -> None:
@@ -296,6 +305,7 @@ async def run_bench(
     from backend.bench.roofs import measure_roofs
 
     workloads = load_workloads()
+    options = replace(options, settle_s=_settle_s(options))  # the report names the pause it used
     model_config = json.loads((source.path / "config.json").read_text())
     dtype = bench_dtype(settings, model_config)
     threads = model_threads(settings, source)

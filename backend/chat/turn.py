@@ -2,8 +2,9 @@
 
 A ``TurnPipeline`` is made for one user turn from a ``TurnSource`` (the messages the model sees
 and their attachments). ``run(target)`` runs it on one engine path; ``compare(baseline,
-optimized)`` runs it on both, baseline first so neither steals the other's cores, and ends with a
-``CompareResult`` (speed-up, token parity, what differed between the paths).
+optimized)`` runs it on both, baseline first so neither steals the other's cores (the second
+after a pause while the first one's worker still spins), and ends with a ``CompareResult``
+(speed-up, token parity, what differed between the paths).
 
 Before any engine work, every path is checked: the attachments against the model's towers and
 the prompt plus the reply budget against the context window, dropping the oldest turns first
@@ -33,6 +34,7 @@ from backend.engine.protocol import (
     SamplingSettings,
     TurnEvent,
 )
+from backend.engine.quiet import settle
 from backend.errors import PromptTooLong
 from backend.media.attachment import Attachment, AttachmentError, media_payloads
 from backend.media.load import load_attachment
@@ -83,6 +85,9 @@ class TurnOptions:
     """Drop the oldest turns of a chat that outgrows the window (else refuse the turn)."""
     too_long_fix: str = "Shorten the prompt, lower the reply budget, or raise --max-model-len."
     """What the user can do when the prompt does not fit (the app and the CLI differ)."""
+    compare_settle_s: float | None = None
+    """The pause between a comparison's paths (None: until stock vLLM's worker stops spinning after
+    the baseline's request, ``backend.engine.quiet``), so the optimized path is timed alone."""
 
 
 @dataclass(frozen=True)
@@ -244,6 +249,8 @@ class TurnPipeline:
                 return
         finals: dict[str, Finished] = {}
         for target in (baseline, optimized):
+            if target is optimized and not self.stopped:
+                await settle(self.options.compare_settle_s)  # the baseline's worker still spins
             async for event in self._path(target):
                 yield PathEvent(target.name, event)
                 if isinstance(event, ENDINGS) and not isinstance(event, Finished):

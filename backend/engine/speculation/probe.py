@@ -20,6 +20,7 @@ from backend.engine.platform import on_gpu, process_tree_rss, room_for_another
 from backend.engine.profiles import Argument, EngineConfig, EngineProfile, engine_config
 from backend.engine.prompt_sets import parity_prompts
 from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
+from backend.engine.quiet import settle
 from backend.engine.speculation.choice import (
     PROBE_DRAFTS,
     ProbeRun,
@@ -137,8 +138,9 @@ async def measure_speculation(
 async def _measure(
     candidates: list[_Candidate], requests: list[EngineRequest], log_dir: Path, say: Callable[[str], None]
 ) -> None:
-    """All candidates up at once, taking turns per prompt (the order rotating); one after another
-    where free memory cannot hold them all."""
+    """All candidates up at once, taking turns per prompt (the order rotating, each run after a
+    pause for the last one's engine to go quiet); one after another where free memory cannot hold
+    them all."""
     started: list[tuple[_Candidate, VllmEngine]] = []
     before, footprint = process_tree_rss(), 0
     for index, candidate in enumerate(candidates):
@@ -152,6 +154,7 @@ async def _measure(
         for i, request in enumerate(requests):
             say(f"prompt {i + 1} of {len(requests)} on every candidate, in turn")
             for j in range(len(started)):
+                await settle()  # the candidate that ran last has stopped looking at its ring
                 await _decode(*started[(i + j) % len(started)], request)
         return
     say("free memory cannot hold every candidate at once: measuring them one after another")
