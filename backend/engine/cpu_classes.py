@@ -18,7 +18,6 @@ class CpuClass:
 
 
 EVERY_CPU = (
-    "the model worker inside the engine-core process (vLLM's worker OpenMP threads and binding), "
     "engine processes that sleep between steps instead of spinning, one worker call per step; "
     "speculation where `profiles --measure` found it pays"
 )
