@@ -15,7 +15,6 @@ from backend.chat.parity import TokenParity
 from backend.compat.blocking_wait import ENV as BLOCKING_WAIT_ENV
 from backend.compat.one_call_step import ENV as ONE_CALL_STEP_ENV
 from backend.compat.prefill_drafts import ENV as NO_PREFILL_DRAFTS_ENV
-from backend.compat.uni_worker import ENV as UNI_WORKER_ENV
 from backend.engine.protocol import EngineInfo, Finished
 from backend.kernels.env import KERNEL_ENV, THREADS_ENV
 
@@ -27,7 +26,6 @@ ENV_LABELS = {
     f"env {BLOCKING_WAIT_ENV}": "no spinning between steps",
     f"env {ONE_CALL_STEP_ENV}": "one worker call per step",
     f"env {NO_PREFILL_DRAFTS_ENV}": "first token before drafts",
-    f"env {UNI_WORKER_ENV}": "worker in the engine-core process",
 }
 """What each of the optimized path's environment variables does, in the compare line's words."""
 
@@ -60,7 +58,7 @@ def _short(value: Any, limit: int = 24) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-HIDDEN = {"per_request_spec_decode_metrics", f"env {THREADS_ENV}", "distributed_executor_backend"}
+HIDDEN = {"per_request_spec_decode_metrics", f"env {THREADS_ENV}"}
 """Differences that only follow from another one (figures of speculation, the kernel's threads)."""
 
 

@@ -11,7 +11,6 @@ Standard library only until a patched module is actually imported.
 * ``one_call_step``: the optimized engine's decode step is one call to its worker, not two.
 * ``prefill_drafts``: the optimized engine's first token does not wait for the drafter.
 * ``centroid_drafts``: Gemma 4 drafters with centroid-masked embeddings draft on a CPU.
-* ``uni_worker``: the optimized CPU engine's worker computes inside the engine-core process.
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ from backend.compat import (
     one_call_step,
     prefill_drafts,
     torchvision_ops,
-    uni_worker,
 )
 
 
@@ -36,4 +34,3 @@ def install_import_hooks() -> None:
     one_call_step.install_import_hook()
     prefill_drafts.install_import_hook()
     centroid_drafts.install_import_hook()
-    uni_worker.install_import_hook()

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from backend.compat.after_import import after_import
-from backend.compat.engine_log import log
+from backend.compat.engine_log import log_once
 
 PLATFORM = "vllm.platforms.cpu"
 LAUNCH = "vllm.utils.numa_utils"
@@ -76,7 +76,7 @@ def patch_launch(module: Any) -> None:
                 from vllm.utils.ompmultiprocessing import OMPProcessManager
 
                 stack.enter_context(OMPProcessManager(vllm_config).configure_omp_envs(rank=0, local_rank=0))
-                log(IN_USE)
+                log_once(IN_USE)
             stack.enter_context(original(vllm_config, local_rank, dp_local_rank, process_kind))
             yield
 

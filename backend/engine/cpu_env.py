@@ -14,7 +14,6 @@ import os
 from backend.compat.blocking_wait import ENV as BLOCKING_WAIT_ENV
 from backend.compat.one_call_step import ENV as ONE_CALL_STEP_ENV
 from backend.compat.prefill_drafts import ENV as NO_PREFILL_DRAFTS_ENV
-from backend.compat.uni_worker import ENV as UNI_WORKER_ENV
 from backend.engine.argument import Argument
 from backend.kernels.env import KERNEL_ENV as CPU_LINEAR_ENV
 from backend.kernels.env import THREADS_ENV as CPU_LINEAR_THREADS_ENV
@@ -53,12 +52,6 @@ def optimized_cpu_env(settings: EngineSettings) -> tuple[dict[str, Argument], tu
         "a decode step is one call from the engine core to the model worker instead of two: the "
         "worker samples at the end of its forward pass when the step has no structured output "
         "(the core's second call would be sample_tokens(None); the same functions, no bit changes)",
-    )
-    env[UNI_WORKER_ENV] = Argument(
-        1,
-        "the model worker computes inside the engine-core process (vLLM's uniprocess executor), "
-        "with exactly the OpenMP threads and binding vLLM gives its worker process: no ring "
-        "between the two processes each step (no bit changes)",
     )
     if settings.cpu_all_cores:
         env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = Argument(

@@ -16,7 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from backend.compat.uni_worker import ENV as UNI_WORKER_ENV
 from backend.engine.argument import Argument
 from backend.engine.cpu_env import optimized_cpu_env, speculating_cpu_env
 from backend.engine.model_source import ModelSource
@@ -210,8 +209,4 @@ def engine_config(
         cpu_env, cpu_notes = optimized_cpu_env(settings)
         env.update(cpu_env)
         notes = (*notes, *cpu_notes)
-        if UNI_WORKER_ENV in cpu_env:
-            args["distributed_executor_backend"] = Argument(
-                "uni", "the worker inside the engine-core process (GEMMA_CHAT_UNI_WORKER, below)"
-            )
     return EngineConfig(profile=profile, args=args, env=env, notes=notes)
