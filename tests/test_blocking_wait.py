@@ -11,6 +11,7 @@ from backend.compat import blocking_wait
 from backend.engine.model_source import ModelSource
 from backend.engine.profiles import EngineProfile, engine_config
 from backend.settings import EngineSettings
+from tests.vllm_ring import cpu_per_wall, reader_and_writer
 
 
 @pytest.fixture
@@ -24,24 +25,10 @@ def ring(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     return shm_broadcast
 
 
-def _reader_and_writer(module):  # type: ignore[no-untyped-def]
-    import zmq
-    from vllm.utils.network_utils import get_open_zmq_ipc_path
-
-    context = zmq.Context()
-    address = get_open_zmq_ipc_path()
-    writer = module.SpinCondition(is_reader=False, context=context, notify_address=address)
-    reader = module.SpinCondition(is_reader=True, context=context, notify_address=address)
-    return reader, writer
-
-
-def _busy_cpu_per_wall(reader, seconds: float = 0.3) -> float:  # type: ignore[no-untyped-def]
+def _busy_cpu_per_wall(reader) -> float:  # type: ignore[no-untyped-def]
     """CPU time this thread spends per second of waiting inside the busy-loop window."""
     reader.record_read()
-    wall, cpu = time.monotonic(), time.thread_time()
-    while time.monotonic() - wall < seconds:
-        reader.wait(timeout_ms=10)
-    return (time.thread_time() - cpu) / (time.monotonic() - wall)
+    return cpu_per_wall(reader)
 
 
 def test_only_where_the_engine_asks(ring, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
@@ -52,7 +39,7 @@ def test_only_where_the_engine_asks(ring, monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_a_waiting_reader_sleeps_instead_of_spinning(ring, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
-    reader, _ = _reader_and_writer(ring)
+    reader, _ = reader_and_writer(ring)
     stock = _busy_cpu_per_wall(reader)
     monkeypatch.setenv(blocking_wait.ENV, "1")
     blocking_wait.patch(ring)
@@ -64,7 +51,7 @@ def test_a_waiting_reader_sleeps_instead_of_spinning(ring, monkeypatch: pytest.M
 def test_past_the_window_it_still_wakes_on_a_notification(ring, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv(blocking_wait.ENV, "1")
     blocking_wait.patch(ring)
-    reader, writer = _reader_and_writer(ring)
+    reader, writer = reader_and_writer(ring)
     reader.last_read = time.monotonic() - 10  # idle: vLLM's own path, the notification socket
     time.sleep(0.2)  # let the subscription reach the writer
     threading.Timer(0.1, writer.notify).start()
@@ -85,7 +72,7 @@ class _CountingSocket:
 def test_a_writer_notifies_at_most_once_a_quarter_second(ring, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv(blocking_wait.ENV, "1")
     blocking_wait.patch(ring)
-    _, writer = _reader_and_writer(ring)
+    _, writer = reader_and_writer(ring)
     writer.local_notify_socket = counting = _CountingSocket(writer.local_notify_socket)
     for _ in range(50):
         writer.notify()

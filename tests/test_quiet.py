@@ -8,6 +8,7 @@ import time
 import pytest
 
 from backend.engine import quiet
+from tests.vllm_ring import cpu_per_wall, reader_and_writer
 
 
 def test_the_window_is_read_from_the_installed_vllm() -> None:
@@ -19,30 +20,18 @@ def test_the_window_is_read_from_the_installed_vllm() -> None:
     assert quiet.settle_s() == pytest.approx(quiet.busy_window_s() + quiet.MARGIN_S)
 
 
-def _cpu_per_wall(reader, seconds: float = 0.3) -> float:  # type: ignore[no-untyped-def]
-    wall, cpu = time.monotonic(), time.thread_time()
-    while time.monotonic() - wall < seconds:
-        reader.wait(timeout_ms=10)
-    return (time.thread_time() - cpu) / (time.monotonic() - wall)
-
-
 async def test_stock_vllms_reader_spins_after_a_read_and_is_quiet_after_the_settle() -> None:
     """The stock reader (the baseline's worker) holds a core right after a read; ``settle_s`` later
     it sleeps on its socket."""
-    import zmq
-    from vllm.distributed.device_communicators.shm_broadcast import SpinCondition
-    from vllm.utils.network_utils import get_open_zmq_ipc_path
+    from vllm.distributed.device_communicators import shm_broadcast
 
-    address = get_open_zmq_ipc_path()
-    context = zmq.Context()
-    SpinCondition(is_reader=False, context=context, notify_address=address)
-    reader = SpinCondition(is_reader=True, context=context, notify_address=address)
+    reader, _ = reader_and_writer(shm_broadcast)
     reader.record_read()
-    spinning = _cpu_per_wall(reader)
+    spinning = cpu_per_wall(reader)
     reader.record_read()
     started = time.monotonic()
     await quiet.settle()
     assert time.monotonic() - started >= quiet.settle_s() - 0.01
-    settled = _cpu_per_wall(reader)
+    settled = cpu_per_wall(reader)
     assert spinning > 0.5, f"right after a read vLLM's reader used {spinning:.2f} of a core"
     assert settled < 0.1, f"after the settle it still used {settled:.2f} of a core"

@@ -172,7 +172,7 @@ async def run_interleaved(
             for name in order:
                 await _cold(engines[name])
                 if len(engines) > 1:
-                    await settle(_settle_s(options))
+                    await settle(options.settle_s)
                 tick = counters.ticker(f"{name}: {workload}", workload)
                 run = await _run_workload(engines[name], name, workload, sets, workloads, options, tick, rep)
                 runs[name][workload].append(run)
