@@ -22,8 +22,7 @@ from backend.bench.session import path_configs, run_interleaved, same_configs, w
 from backend.bench.workload_runs import RequestResult, WorkloadRun
 from backend.bench.workloads import load_workloads
 from backend.chat.compare import SAME_PATHS
-from backend.compat import blocking_wait, one_call_step, prefill_drafts
-from backend.compat.blocking_wait import ENV as BLOCKING_WAIT_ENV
+from backend.compat import one_call_step, prefill_drafts, uni_worker
 from backend.engine.metrics import TurnMetrics
 from backend.engine.model_source import ModelSource
 from backend.engine.protocol import EngineRequest, TurnEvent
@@ -115,8 +114,8 @@ async def test_bench_on_both_paths_builds_the_report(
     gemma_home: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Also: the optimized engine waits without spinning (its tokens are the baseline's, below),
-    and every timed run starts after a pause for the engine before it to go quiet."""
+    """Also: the optimized engine's worker computes in its engine-core process (its tokens are the
+    baseline's, below), and every timed run starts after a pause for the engine before it to go quiet."""
     baseline, optimized = path_engines
     settle = session.settle
 
@@ -196,13 +195,14 @@ async def test_bench_on_both_paths_builds_the_report(
     assert doc["roofs"]["compute_roof_tokens_per_s"] > 0 and doc["roofs"]["threads"] == 1
     assert doc["meta"]["versions"]["vllm"]
     assert doc["paths"]["optimized"]["engine_args"]["speculative_config"]
-    assert doc["paths"]["optimized"]["env"][BLOCKING_WAIT_ENV] == "1"
-    assert BLOCKING_WAIT_ENV not in doc["paths"]["baseline"]["env"]
+    assert doc["paths"]["optimized"]["env"][uni_worker.ENV] == "1"
+    assert uni_worker.ENV not in doc["paths"]["baseline"]["env"]
     logs = {
         name: (gemma_home / "logs" / f"{name}-engine.log").read_text() for name in ("baseline", "optimized")
     }
-    assert blocking_wait.IN_USE in logs["optimized"], "the patch is live in the optimized engine's processes"
-    assert blocking_wait.IN_USE not in logs["baseline"]
+    assert "(Worker pid=" not in logs["optimized"], "its worker computed in the engine-core process"
+    assert "(Worker pid=" in logs["baseline"], "stock vLLM: a worker process"
+    assert uni_worker.IN_USE in logs["optimized"] and uni_worker.IN_USE not in logs["baseline"]
     assert one_call_step.IN_USE in logs["optimized"], "its worker answered steps in one call"
     assert one_call_step.IN_USE not in logs["baseline"]
     assert prefill_drafts.IN_USE in logs["optimized"], "its prefill steps answered without drafting"

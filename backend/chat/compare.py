@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from backend.chat.parity import TokenParity
-from backend.compat.blocking_wait import ENV as BLOCKING_WAIT_ENV
 from backend.compat.one_call_step import ENV as ONE_CALL_STEP_ENV
 from backend.compat.prefill_drafts import ENV as NO_PREFILL_DRAFTS_ENV
+from backend.compat.uni_worker import ENV as UNI_WORKER_ENV
 from backend.engine.protocol import EngineInfo, Finished
 from backend.kernels.env import KERNEL_ENV, THREADS_ENV
 
@@ -23,9 +23,9 @@ SAME_PATHS = "optimized = baseline on this machine: nothing applies"
 
 ENV_LABELS = {
     f"env {KERNEL_ENV}": "bf16 linear kernel",
-    f"env {BLOCKING_WAIT_ENV}": "no spinning between steps",
     f"env {ONE_CALL_STEP_ENV}": "one worker call per step",
     f"env {NO_PREFILL_DRAFTS_ENV}": "first token before drafts",
+    f"env {UNI_WORKER_ENV}": "worker in the engine-core process",
 }
 """What each of the optimized path's environment variables does, in the compare line's words."""
 
@@ -58,7 +58,7 @@ def _short(value: Any, limit: int = 24) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-HIDDEN = {"per_request_spec_decode_metrics", f"env {THREADS_ENV}"}
+HIDDEN = {"per_request_spec_decode_metrics", f"env {THREADS_ENV}", "distributed_executor_backend"}
 """Differences that only follow from another one (figures of speculation, the kernel's threads)."""
 
 

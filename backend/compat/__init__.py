@@ -7,22 +7,22 @@ Standard library only until a patched module is actually imported.
 * ``torchvision_ops``: the package index's CUDA-built torchvision imports beside CPU torch.
 * ``gemma4_audio``: Gemma 4's audio tower runs on vLLM's CPU build.
 * ``cpu_linear``: the optimized path's bfloat16 linear kernel (only where its engine asks).
-* ``blocking_wait``: the optimized engine's processes sleep instead of spinning between steps.
 * ``one_call_step``: the optimized engine's decode step is one call to its worker, not two.
 * ``prefill_drafts``: the optimized engine's first token does not wait for the drafter.
 * ``centroid_drafts``: Gemma 4 drafters with centroid-masked embeddings draft on a CPU.
+* ``uni_worker``: the optimized CPU engine's worker computes inside the engine-core process.
 """
 
 from __future__ import annotations
 
 from backend.compat import (
-    blocking_wait,
     centroid_drafts,
     cpu_linear,
     gemma4_audio,
     one_call_step,
     prefill_drafts,
     torchvision_ops,
+    uni_worker,
 )
 
 
@@ -30,7 +30,7 @@ def install_import_hooks() -> None:
     torchvision_ops.install_import_hook()
     gemma4_audio.install_import_hook()
     cpu_linear.install_import_hook()
-    blocking_wait.install_import_hook()
     one_call_step.install_import_hook()
     prefill_drafts.install_import_hook()
     centroid_drafts.install_import_hook()
+    uni_worker.install_import_hook()

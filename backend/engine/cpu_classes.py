@@ -18,7 +18,8 @@ class CpuClass:
 
 
 EVERY_CPU = (
-    "engine processes that sleep between steps instead of spinning, one worker call per step; "
+    "the model worker inside the engine-core process (vLLM's worker OpenMP threads and binding), "
+    "no spinning between steps, one worker call per step; "
     "speculation where `profiles --measure` found it pays"
 )
 """What the optimized path adds on any CPU."""

@@ -1,6 +1,6 @@
 """What the optimized path adds to a CPU engine's process environment: the bfloat16 linear
-kernel and its threads, engine processes that sleep between steps, one call to the worker per
-step, and (opt-in) every core.
+kernel and its threads, the model worker inside the engine-core process, one call to the worker
+per step, and (opt-in) every core.
 
 One function, so the engine's configuration and the key a measured speculation choice is
 stored under (``backend.engine.speculation.choice``) see the same values: a choice measured
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import os
 
-from backend.compat.blocking_wait import ENV as BLOCKING_WAIT_ENV
 from backend.compat.one_call_step import ENV as ONE_CALL_STEP_ENV
 from backend.compat.prefill_drafts import ENV as NO_PREFILL_DRAFTS_ENV
+from backend.compat.uni_worker import ENV as UNI_WORKER_ENV
 from backend.engine.argument import Argument
 from backend.kernels.env import KERNEL_ENV as CPU_LINEAR_ENV
 from backend.kernels.env import THREADS_ENV as CPU_LINEAR_THREADS_ENV
@@ -41,17 +41,17 @@ def optimized_cpu_env(settings: EngineSettings) -> tuple[dict[str, Argument], tu
         )
     else:
         notes = (f"bfloat16 linear kernel not used: {why_not}",)
-    env[BLOCKING_WAIT_ENV] = Argument(
-        1,
-        "the engine core and the model worker sleep between looks at their shared ring instead of "
-        "spinning on a core the model's threads need (no bit changes; it cut the engine's CPU use "
-        "by 14-20% here, decode speed within noise)",
-    )
     env[ONE_CALL_STEP_ENV] = Argument(
         1,
         "a decode step is one call from the engine core to the model worker instead of two: the "
         "worker samples at the end of its forward pass when the step has no structured output "
         "(the core's second call would be sample_tokens(None); the same functions, no bit changes)",
+    )
+    env[UNI_WORKER_ENV] = Argument(
+        1,
+        "the model worker computes inside the engine-core process (vLLM's uniprocess executor), "
+        "with exactly the OpenMP threads and binding vLLM gives its worker process: no ring "
+        "between the two processes each step (no bit changes); nothing spins between steps there",
     )
     if settings.cpu_all_cores:
         env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = Argument(

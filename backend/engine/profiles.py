@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from backend.compat.uni_worker import ENV as UNI_WORKER_ENV
 from backend.engine.argument import Argument
 from backend.engine.cpu_env import optimized_cpu_env, speculating_cpu_env
 from backend.engine.model_source import ModelSource
@@ -50,8 +51,8 @@ class EngineProfile:
         return cls(
             "optimized",
             "gemma-chat's additions: speculative decoding where it pays (Gemma 4's MTP drafter, ngram "
-            "where no drafter), and on a CPU an exact, faster bfloat16 linear kernel and engine processes "
-            "that sleep between steps instead of spinning, one worker call per step",
+            "where no drafter), and on a CPU an exact, faster bfloat16 linear kernel and the model worker "
+            "inside the engine-core process (nothing spins between steps), one worker call per step",
             speculation="mtp",
             num_speculative_tokens=2,
         )
@@ -209,4 +210,8 @@ def engine_config(
         cpu_env, cpu_notes = optimized_cpu_env(settings)
         env.update(cpu_env)
         notes = (*notes, *cpu_notes)
+        if UNI_WORKER_ENV in cpu_env:
+            args["distributed_executor_backend"] = Argument(
+                "uni", "the worker inside the engine-core process (GEMMA_CHAT_UNI_WORKER, below)"
+            )
     return EngineConfig(profile=profile, args=args, env=env, notes=notes)

@@ -1,0 +1,89 @@
+"""The optimized CPU engine's model worker computes inside the engine-core process.
+
+vLLM's CPU build runs a model in three processes: the front end (this app), the engine core
+(scheduling) and a worker (the model), the last two handing every step to each other through a
+shared-memory ring. It turns the uniprocess executor (``distributed_executor_backend="uni"``:
+the worker inside the engine-core process) back into the multiprocess one
+(``CpuPlatform.check_and_update_config``) because only the multiprocess executor sets the
+worker's OpenMP environment — thread count and binding (``OMPProcessManager.configure_omp_envs``).
+Where the engine's environment sets ``GEMMA_CHAT_UNI_WORKER=1`` (the optimized profile does on a
+CPU; the baseline never does) and its arguments ask for ``"uni"``:
+
+* the platform keeps ``"uni"`` (world size 1 only);
+* the engine-core process is started inside ``configure_omp_envs(rank=0, local_rank=0)`` —
+  exactly the OpenMP environment vLLM would have given the worker process, so every operator
+  runs on the same number of threads as in the multiprocess executor: no bit moves.
+
+What it saves is the ring between the two processes: every step's scheduler output written,
+notified, read, and its result written back. Both checks are made at call time: this app's
+process starts baseline engines too. Standard library only until vLLM's modules are imported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from backend.compat.after_import import after_import
+from backend.compat.engine_log import log
+
+PLATFORM = "vllm.platforms.cpu"
+LAUNCH = "vllm.utils.numa_utils"
+ENV = "GEMMA_CHAT_UNI_WORKER"
+_PATCHED = "_gemma_chat_uni_worker"
+IN_USE = "gemma-chat uni worker: in use (the model worker computes in the engine-core process)"
+
+
+def asked(vllm_config: Any) -> bool:
+    """Whether this engine asked for its worker inside the engine-core process."""
+    parallel = vllm_config.parallel_config
+    return (
+        os.environ.get(ENV) == "1"
+        and parallel.distributed_executor_backend == "uni"
+        and parallel.world_size == 1
+    )
+
+
+def patch_platform(module: Any) -> None:
+    platform = module.CpuPlatform
+    if getattr(platform, _PATCHED, False):
+        return
+    original = platform.check_and_update_config.__func__
+
+    def check_and_update_config(cls: Any, vllm_config: Any) -> None:
+        keep = asked(vllm_config)
+        original(cls, vllm_config)
+        if keep:
+            vllm_config.parallel_config.distributed_executor_backend = "uni"
+
+    platform.check_and_update_config = classmethod(check_and_update_config)
+    setattr(platform, _PATCHED, True)
+
+
+def patch_launch(module: Any) -> None:
+    if getattr(module, _PATCHED, False):
+        return
+    original = module.configure_subprocess
+
+    @contextlib.contextmanager
+    def configure_subprocess(
+        vllm_config: Any, local_rank: int, dp_local_rank: int | None = None, process_kind: str = "worker"
+    ) -> Iterator[None]:
+        with contextlib.ExitStack() as stack:
+            if process_kind == "EngineCore" and asked(vllm_config):
+                from vllm.utils.ompmultiprocessing import OMPProcessManager
+
+                stack.enter_context(OMPProcessManager(vllm_config).configure_omp_envs(rank=0, local_rank=0))
+                log(IN_USE)
+            stack.enter_context(original(vllm_config, local_rank, dp_local_rank, process_kind))
+            yield
+
+    module.configure_subprocess = configure_subprocess
+    setattr(module, _PATCHED, True)
+
+
+def install_import_hook() -> None:
+    after_import(PLATFORM, patch_platform)
+    after_import(LAUNCH, patch_launch)
