@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 
-import psutil
 import pytest
 
 from backend.chat.parity import compare_tokens, run_parity
@@ -24,6 +23,7 @@ from backend.engine.protocol import (
 from backend.engine.vllm import DEAD_MESSAGE, VllmEngine
 from backend.messages import ChatMessage, PromptRenderer
 from backend.settings import EngineSettings
+from tests.engine_processes import engine_cores
 
 pytestmark = pytest.mark.engine
 GREEDY = SamplingSettings(max_tokens=32, ignore_eos=True)
@@ -109,9 +109,7 @@ async def test_cancel_mid_stream_then_the_next_turn_works(eager_engine: VllmEngi
 
 
 async def test_killed_engine_is_reported_and_restarts(eager_engine: VllmEngine) -> None:
-    children = psutil.Process().children(recursive=True)
-    core = [p for p in children if "EngineCore" in " ".join(p.cmdline()) or "EngineCore" in p.name()]
-    victims = core or children
+    victims = engine_cores(eager_engine)  # its own: the session's other engines run on
     assert victims, "the engine runs in child processes"
     for process in victims:
         process.kill()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import types
 from typing import Any
 
-import psutil
 import pytest
 
 from backend.compat import uni_worker
@@ -14,6 +13,7 @@ from backend.engine.model_source import ModelSource
 from backend.engine.profiles import EngineProfile, engine_config
 from backend.engine.vllm import VllmEngine
 from backend.settings import EngineSettings
+from tests.engine_processes import engine_cores
 
 
 def _config(backend: str, world_size: int = 1) -> Any:
@@ -58,13 +58,6 @@ def test_the_optimized_path_asks_for_it_on_a_cpu(tiny_source: ModelSource) -> No
     assert "distributed_executor_backend" not in baseline.engine_kwargs()
 
 
-def _engine_cores(engine: VllmEngine) -> list[psutil.Process]:
-    """This engine's own engine-core processes, from vLLM's process manager (other engines of the
-    test session may be running beside it)."""
-    manager = engine._llm.engine_core.resources.engine_manager
-    return [psutil.Process(p.pid) for p in manager.processes]
-
-
 @pytest.mark.engine
 async def test_the_engine_core_is_bound_like_vllms_worker(
     path_engines: tuple[VllmEngine, VllmEngine],
@@ -73,9 +66,9 @@ async def test_the_engine_core_is_bound_like_vllms_worker(
     runtime when the process starts: the same cores as the baseline's worker process. (Its
     /proc environ cannot say: vLLM's process title overwrites it.)"""
     baseline, optimized = path_engines
-    (baseline_core,) = _engine_cores(baseline)
+    (baseline_core,) = engine_cores(baseline)
     (worker,) = baseline_core.children()  # vLLM's multiprocess executor's worker
     assert worker.name().startswith("VLLM::Worker")
-    (core,) = _engine_cores(optimized)
+    (core,) = engine_cores(optimized)
     assert core.children() == []  # no worker process: the model computes here
     assert core.cpu_affinity() == worker.cpu_affinity()

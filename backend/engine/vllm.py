@@ -94,6 +94,9 @@ class VllmEngine:
             raise
         except Exception as error:  # vLLM raises many types; the log says which problem it was
             raise diagnose(error, tail(self.log_path, 20000), self.log_path) from None
+        # vLLM asks its engine core for these on the first request, and that call waits forever if
+        # the engine core has died in between: ask now, while it is known to be alive (cached after).
+        await self._llm.get_supported_tasks()
         model_config = self._llm.model_config
         self._renderer = await asyncio.to_thread(PromptRenderer.for_model, str(self.source.path))
         self.info = EngineInfo(
