@@ -15,7 +15,14 @@ CPU; the baseline never does) and its arguments ask for ``"uni"``:
   runs on the same number of threads as in the multiprocess executor: no bit moves.
 
 What it saves is the ring between the two processes: every step's scheduler output written,
-notified, read, and its result written back. Both checks are made at call time: this app's
+notified, read, and its result written back.
+
+vLLM's per-iteration records (``enable_logging_iteration_details``, which the speculation probe
+reads) time a step from just after the engine core hands it to its executor until the result is
+in: with a worker process that is the forward pass and sampling, but the uniprocess executor has
+computed everything before it hands back, so the record would read about zero. In such an engine
+the record is timed from the call to the executor instead — the same span the worker process's
+record covers. Both checks are made at call time: this app's
 process starts baseline engines too. Standard library only until vLLM's modules are imported.
 """
 
@@ -23,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,6 +39,8 @@ from backend.compat.engine_log import log
 
 PLATFORM = "vllm.platforms.cpu"
 LAUNCH = "vllm.utils.numa_utils"
+CORE = "vllm.v1.engine.core"
+EXECUTOR = "vllm.v1.executor.uniproc_executor"
 ENV = "GEMMA_CHAT_UNI_WORKER"
 _PATCHED = "_gemma_chat_uni_worker"
 IN_USE = "gemma-chat uni worker: in use (the model worker computes in the engine-core process)"
@@ -84,6 +94,43 @@ def patch_launch(module: Any) -> None:
     setattr(module, _PATCHED, True)
 
 
+_step_began: list[float] = []
+"""When this process's uniprocess executor was last asked to run a step (one engine core per process)."""
+
+
+def patch_executor(module: Any) -> None:
+    executor = module.UniProcExecutor
+    if getattr(executor, _PATCHED, False):
+        return
+    original = executor.execute_model
+
+    def execute_model(self: Any, scheduler_output: Any, non_block: bool = False) -> Any:
+        _step_began[:] = [time.monotonic()]
+        return original(self, scheduler_output, non_block)
+
+    executor.execute_model = execute_model
+    setattr(executor, _PATCHED, True)
+
+
+def patch_core(module: Any) -> None:
+    core = module.EngineCore
+    if getattr(core, _PATCHED, False):
+        return
+    original = core.capture_iteration_details
+
+    @contextlib.contextmanager
+    def capture_iteration_details(self: Any, scheduler_output: Any) -> Iterator[Any]:
+        with original(self, scheduler_output) as details:
+            yield details
+        if details is not None and _step_began and asked(self.vllm_config):
+            details.elapsed_ms = (time.monotonic() - _step_began[0]) * 1000
+
+    core.capture_iteration_details = capture_iteration_details
+    setattr(core, _PATCHED, True)
+
+
 def install_import_hook() -> None:
     after_import(PLATFORM, patch_platform)
     after_import(LAUNCH, patch_launch)
+    after_import(EXECUTOR, patch_executor)
+    after_import(CORE, patch_core)
