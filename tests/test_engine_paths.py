@@ -21,6 +21,7 @@ from backend.engine.protocol import (
     TurnEvent,
 )
 from backend.engine.vllm import DEAD_MESSAGE, VllmEngine
+from backend.errors import EngineDied
 from backend.messages import ChatMessage, PromptRenderer
 from backend.settings import EngineSettings
 from tests.engine_processes import engine_cores
@@ -111,8 +112,14 @@ async def test_cancel_mid_stream_then_the_next_turn_works(eager_engine: VllmEngi
 async def test_killed_engine_is_reported_and_restarts(eager_engine: VllmEngine) -> None:
     victims = engine_cores(eager_engine)  # its own: the session's other engines run on
     assert victims, "the engine runs in child processes"
+    for process in victims:  # stopped first, so the next call is sent before the core dies
+        process.suspend()
+    forgetting = asyncio.ensure_future(eager_engine.forget_cached_prompts())
+    await asyncio.sleep(0.5)
     for process in victims:
         process.kill()
+    with pytest.raises(EngineDied):  # vLLM itself would leave this call waiting forever
+        await asyncio.wait_for(forgetting, timeout=30)
     final = await asyncio.wait_for(
         _final(eager_engine, _request(eager_engine, "after-kill", "Hi")), timeout=60
     )

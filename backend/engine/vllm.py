@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import gc
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import psutil
 
@@ -35,11 +35,13 @@ from backend.engine.protocol import (
     TurnEvent,
 )
 from backend.engine.stats import EngineStats, stat_logger_factory
-from backend.errors import EngineStartFailed, GemmaChatError
+from backend.errors import EngineDied, EngineStartFailed, GemmaChatError
 from backend.messages import ChatMessage, PromptRenderer, RenderedPrompt
 
 _START_LOCK = threading.Lock()
 DEAD_MESSAGE = "The engine process stopped unexpectedly; restart the engine to continue."
+_DEATH_POLL_S = 0.5
+T = TypeVar("T")
 
 
 def _sampling_params(request: EngineRequest) -> Any:
@@ -96,7 +98,7 @@ class VllmEngine:
             raise diagnose(error, tail(self.log_path, 20000), self.log_path) from None
         # vLLM asks its engine core for these on the first request, and that call waits forever if
         # the engine core has died in between: ask now, while it is known to be alive (cached after).
-        await self._llm.get_supported_tasks()
+        await self._answer(self._llm.get_supported_tasks())
         model_config = self._llm.model_config
         self._renderer = await asyncio.to_thread(PromptRenderer.for_model, str(self.source.path))
         self.info = EngineInfo(
@@ -216,8 +218,28 @@ class VllmEngine:
         """Empty the prefix cache (and the media encoder's), so the next request is served cold."""
         if self._llm is None:
             return
-        await self._llm.reset_prefix_cache()
-        await self._llm.reset_encoder_cache()
+        await self._answer(self._llm.reset_prefix_cache())
+        await self._answer(self._llm.reset_encoder_cache())
+
+    async def _answer(self, call: Awaitable[T]) -> T:
+        """Await a call the engine core answers (a vLLM "utility" call), failing with ``EngineDied``
+        if the core dies first: vLLM leaves such a call waiting forever when its core dies."""
+        from vllm.v1.engine.exceptions import EngineDeadError
+
+        task = asyncio.ensure_future(call)
+        try:
+            while not task.done():
+                await asyncio.wait({task}, timeout=_DEATH_POLL_S)
+                if not task.done() and self.dead:
+                    task.cancel()
+                    raise EngineDied(DEAD_MESSAGE)
+            return task.result()
+        except EngineDeadError:
+            self._dead = True
+            raise EngineDied(DEAD_MESSAGE) from None
+        finally:
+            if not task.done():  # our caller was cancelled
+                task.cancel()
 
     async def abort(self, request_id: str) -> None:
         if self._llm is None:
