@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from backend.media.attachment import AttachmentError
 from backend.media.load import load_attachment
 from backend.media.token_costs import audio_soft_tokens, image_soft_tokens
 from backend.settings import MediaSettings
+from tests.hostile_files import tone
 from tests.media_files import audio_file, image_file, video_file
 
 
@@ -115,3 +117,17 @@ def test_video_without_frames_is_refused(tmp_path: Path) -> None:
     with pytest.raises(AttachmentError) as caught:
         load_attachment(path)
     assert str(path) in str(caught.value) and "has no video stream" in str(caught.value)
+
+
+def test_audio_is_resampled_band_limited(tmp_path: Path) -> None:
+    """A 12 kHz tone at 48 kHz is above what 16 kHz audio can hold: it must come out near silence
+    (linear interpolation folded it down to 4 kHz at full strength), while a 1 kHz tone stays."""
+
+    def rms(path: Path) -> float:
+        samples, rate = load_attachment(path).payload
+        assert rate == 16000
+        return float(np.sqrt(np.mean(samples[1600:-1600] ** 2)))
+
+    high = rms(tone(tmp_path / "12k.wav", 12_000, 48_000, 1.0))
+    low = rms(tone(tmp_path / "1k.wav", 1_000, 48_000, 1.0))
+    assert low > 0.3 and high < 0.01 * low, (high, low)

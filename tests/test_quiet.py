@@ -4,11 +4,31 @@ from __future__ import annotations
 
 import inspect
 import time
+from typing import Any
 
 import pytest
 
 from backend.engine import quiet
-from tests.vllm_ring import cpu_per_wall, reader_and_writer
+
+
+def _ring_reader() -> Any:
+    """A reader ``SpinCondition`` of vLLM's shared-memory ring (how the baseline's worker waits)."""
+    import zmq
+    from vllm.distributed.device_communicators.shm_broadcast import SpinCondition
+    from vllm.utils.network_utils import get_open_zmq_ipc_path
+
+    context = zmq.Context()
+    address = get_open_zmq_ipc_path()
+    SpinCondition(is_reader=False, context=context, notify_address=address)  # the ring's writer end
+    return SpinCondition(is_reader=True, context=context, notify_address=address)
+
+
+def _cpu_per_wall(reader: Any, seconds: float = 0.3) -> float:
+    """CPU time this thread spends per second of waiting on ``reader`` (from its last read on)."""
+    wall, cpu = time.monotonic(), time.thread_time()
+    while time.monotonic() - wall < seconds:
+        reader.wait(timeout_ms=10)
+    return (time.thread_time() - cpu) / (time.monotonic() - wall)
 
 
 def test_the_window_is_read_from_the_installed_vllm() -> None:
@@ -23,15 +43,13 @@ def test_the_window_is_read_from_the_installed_vllm() -> None:
 async def test_stock_vllms_reader_spins_after_a_read_and_is_quiet_after_the_settle() -> None:
     """The stock reader (the baseline's worker) holds a core right after a read; ``settle_s`` later
     it sleeps on its socket."""
-    from vllm.distributed.device_communicators import shm_broadcast
-
-    reader, _ = reader_and_writer(shm_broadcast)
+    reader = _ring_reader()
     reader.record_read()
-    spinning = cpu_per_wall(reader)
+    spinning = _cpu_per_wall(reader)
     reader.record_read()
     started = time.monotonic()
     await quiet.settle()
     assert time.monotonic() - started >= quiet.settle_s() - 0.01
-    settled = cpu_per_wall(reader)
+    settled = _cpu_per_wall(reader)
     assert spinning > 0.5, f"right after a read vLLM's reader used {spinning:.2f} of a core"
     assert settled < 0.1, f"after the settle it still used {settled:.2f} of a core"
