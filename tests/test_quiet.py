@@ -11,16 +11,18 @@ import pytest
 from backend.engine import quiet
 
 
-def _ring_reader() -> Any:
-    """A reader ``SpinCondition`` of vLLM's shared-memory ring (how the baseline's worker waits)."""
+def _ring() -> tuple[Any, Any]:
+    """A reader and a writer ``SpinCondition`` of vLLM's shared-memory ring on one socket (the
+    reader waits the way the baseline's worker does)."""
     import zmq
     from vllm.distributed.device_communicators.shm_broadcast import SpinCondition
     from vllm.utils.network_utils import get_open_zmq_ipc_path
 
     context = zmq.Context()
     address = get_open_zmq_ipc_path()
-    SpinCondition(is_reader=False, context=context, notify_address=address)  # the ring's writer end
-    return SpinCondition(is_reader=True, context=context, notify_address=address)
+    writer = SpinCondition(is_reader=False, context=context, notify_address=address)
+    reader = SpinCondition(is_reader=True, context=context, notify_address=address)
+    return reader, writer
 
 
 def _cpu_per_wall(reader: Any, seconds: float = 0.3) -> float:
@@ -43,7 +45,7 @@ def test_the_window_is_read_from_the_installed_vllm() -> None:
 async def test_stock_vllms_reader_spins_after_a_read_and_is_quiet_after_the_settle() -> None:
     """The stock reader (the baseline's worker) holds a core right after a read; ``settle_s`` later
     it sleeps on its socket."""
-    reader = _ring_reader()
+    reader, _writer = _ring()  # the writer kept alive for the whole test, as in vLLM
     reader.record_read()
     spinning = _cpu_per_wall(reader)
     reader.record_read()
