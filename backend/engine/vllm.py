@@ -231,14 +231,13 @@ class VllmEngine:
             while not task.done():
                 await asyncio.wait({task}, timeout=_DEATH_POLL_S)
                 if not task.done() and self.dead:
-                    task.cancel()
                     raise EngineDied(DEAD_MESSAGE)
             return task.result()
         except EngineDeadError:
             self._dead = True
             raise EngineDied(DEAD_MESSAGE) from None
         finally:
-            if not task.done():  # our caller was cancelled
+            if not task.done():  # the core died, or our caller was cancelled
                 task.cancel()
 
     async def abort(self, request_id: str) -> None:
