@@ -92,6 +92,26 @@ def test_the_choice_key_follows_the_engine_environment(
     assert choice_key(source, settings, gpu=False) != with_kernel, "no linear kernel"
 
 
+def test_the_choice_key_follows_the_files_not_where_they_lie(
+    tiny: GeneratedCheckpoint, tmp_path: Path
+) -> None:
+    """A fresh clone or a moved checkout keeps the measurement; other weights do not."""
+    import shutil
+
+    settings = EngineSettings(dtype="bfloat16")
+    key = choice_key(ModelSource(path=tiny.model, drafter=tiny.drafter, name="tiny"), settings, gpu=False)
+    model = shutil.copytree(tiny.model, tmp_path / "m")
+    drafter = shutil.copytree(tiny.drafter, tmp_path / "d")
+    moved = ModelSource(path=model, drafter=drafter, name="tiny")
+    assert choice_key(moved, settings, gpu=False) == key
+    assert choice_key(ModelSource(path=model, drafter=None, name="tiny"), settings, gpu=False) != key
+    weights = next(model.glob("*.safetensors"))
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF  # the same shapes, other weights
+    weights.write_bytes(bytes(data))
+    assert choice_key(moved, settings, gpu=False) != key
+
+
 def test_a_stored_choice_shapes_the_optimized_path_only(tiny: GeneratedCheckpoint) -> None:
     source = ModelSource(path=tiny.model, drafter=tiny.drafter, name="tiny")
     settings = EngineSettings(dtype="bfloat16", max_model_len=4096)  # not the engine fixtures' dtype

@@ -170,10 +170,10 @@ def choose(plain: ProbeRun, speculative: list[ProbeRun]) -> SpeculationChoice:
 
 
 def choice_key(source: ModelSource, settings: EngineSettings, gpu: bool) -> str:
-    """Model files, drafter, dtype, device, vLLM version, CPU features, cores, what the optimized
-    path adds to a CPU engine's environment (the linear kernel's build and threads, the sleeping
-    wait, every core) and the process environment (executor, threads): a choice measured under
-    others does not apply."""
+    """The model's and drafter's files (contents, not paths), dtype, device, vLLM version, CPU
+    features, cores, what the optimized path adds to a CPU engine's environment (the linear
+    kernel's build and threads, every core) and the process environment (executor, threads): a
+    choice measured under others does not apply."""
     from backend.engine.cpu_env import optimized_cpu_env
     from backend.provenance import cpu_flags
 
@@ -182,12 +182,14 @@ def choice_key(source: ModelSource, settings: EngineSettings, gpu: bool) -> str:
         parts += [",".join(cpu_flags()), f"cores={os.cpu_count()}"]
         parts += [f"{name}={arg.value}" for name, arg in optimized_cpu_env(settings)[0].items()]
     parts += [f"{name}={os.environ.get(name, '')}" for name in KEYED_ENV]
-    for directory in (source.path, source.drafter):
+    for role, directory in (("model", source.path), ("drafter", source.drafter)):
         if directory is None:
-            parts.append("-")
+            parts.append(f"{role}: -")
             continue
+        # The files' contents, not where they lie: a moved checkout or a fresh clone of the same
+        # weights keeps its measurement.
         for name in [*sorted(p.name for p in directory.glob("*.safetensors")), "config.json"]:
-            parts.append(f"{directory}/{name}:{_fingerprint(directory / name)}")
+            parts.append(f"{role}/{name}:{_fingerprint(directory / name)}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
