@@ -44,11 +44,14 @@ def _turn_done(term: Terminal, timeout_s: float = 180) -> str:
     return term.wait_for(r"engine ready", timeout_s, "the reply to end")
 
 
-def _saved_branch(home: Path, title: str) -> list[tuple[str, str]]:
-    """The (role, text) of each message the app saved for the chat titled ``title``."""
+def _saved_branch(home: Path, title: str, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """The (role, text) of each message the app saved for the chat titled ``title``, read from
+    where the app with that home keeps its history."""
     from backend.chat.store import ChatStore
+    from backend.settings import load_settings
 
-    store = ChatStore(home / "data" / "history.db")
+    monkeypatch.setenv("GEMMA_CHAT_HOME", str(home))
+    store = ChatStore(load_settings().history_path())
     try:
         chat = next(summary for summary in store.chats() if summary.title == title)
         return [(message.role, message.text) for message in store.branch(chat.id)]
@@ -56,7 +59,7 @@ def _saved_branch(home: Path, title: str) -> list[tuple[str, str]]:
         store.close()
 
 
-def test_the_readme_first_command_end_to_end(tmp_path: Path) -> None:
+def test_the_readme_first_command_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A reply budget long enough that Esc lands while the engine still generates, even when the
     # screen lags behind the app on a loaded machine (the demo model babbles on for LONG).
     (tmp_path / "config").mkdir()
@@ -97,7 +100,7 @@ def test_the_readme_first_command_end_to_end(tmp_path: Path) -> None:
         term.press("ctrl+q")
         assert term.wait_exit(120) == 0
         assert not _leftovers(term.child.pid), "no engine process outlives the app"
-        stopped = _saved_branch(tmp_path, LONG)
+        stopped = _saved_branch(tmp_path, LONG, monkeypatch)
         assert [role for role, _ in stopped] == ["user", "assistant"], stopped
         assert stopped[0][1] == LONG and stopped[1][1].strip(), "the prompt and the stopped reply were kept"
 
