@@ -22,7 +22,7 @@ from backend.bench.session import path_configs, run_interleaved, same_configs, w
 from backend.bench.workload_runs import RequestResult, WorkloadRun
 from backend.bench.workloads import load_workloads
 from backend.chat.compare import SAME_PATHS
-from backend.compat import one_call_step, prefill_drafts, uni_worker
+from backend.compat import one_call_step, prefill_drafts, sampled_row_drafts, uni_worker
 from backend.engine.metrics import TurnMetrics
 from backend.engine.model_source import ModelSource
 from backend.engine.protocol import EngineRequest, TurnEvent
@@ -30,7 +30,7 @@ from backend.engine.vllm import VllmEngine
 from backend.settings import Settings
 
 OPTIONS = BenchOptions(
-    requests=3,
+    requests=5,  # above the CPU schedule's drafting limit (4): steps that ask for no drafts
     single_requests=1,
     conversations=1,
     chat_turns=2,
@@ -141,7 +141,7 @@ async def test_bench_on_both_paths_builds_the_report(
         name: PathRun(name, runs[name], engine.config.engine_kwargs(), engine.config.env_values())
         for name, engine in (("baseline", baseline), ("optimized", optimized))
     }
-    assert ("baseline: throughput", 6, 6) in stages and ("optimized: chat", 4, 4) in stages
+    assert ("baseline: throughput", 10, 10) in stages and ("optimized: chat", 4, 4) in stages
     timed = [entry for entry in seen if not entry[1].startswith("bench-warm-")]
     starts = [i for i, (path, _) in enumerate(timed) if path != "settle" and timed[i - 1][0] == "settle"]
     assert len(starts) == 2 * 2 * len(OPTIONS.workloads), "a pause before each path's run, every round"
@@ -158,7 +158,7 @@ async def test_bench_on_both_paths_builds_the_report(
     assert all(len(reps) == 2 for path in runs.values() for reps in path.values())
 
     throughput = paths["optimized"].workloads["throughput"][1]
-    assert len(throughput.requests) == 3
+    assert len(throughput.requests) == 5
     assert all(len(r.token_ids) == 6 for r in throughput.requests), "ignore_eos: equal lengths"
     chat = paths["baseline"].workloads["chat"][0]
     assert [r.turn for r in chat.requests] == [0, 1]
@@ -207,6 +207,9 @@ async def test_bench_on_both_paths_builds_the_report(
     assert one_call_step.IN_USE not in logs["baseline"]
     assert prefill_drafts.IN_USE in logs["optimized"], "its prefill steps answered without drafting"
     assert prefill_drafts.IN_USE not in logs["baseline"]
+    assert prefill_drafts.NONE_ASKED in logs["optimized"], "5 at once: steps asked for no drafts, none ran"
+    assert sampled_row_drafts.IN_USE in logs["optimized"], "its drafter's first pass took the sampled rows"
+    assert sampled_row_drafts.IN_USE not in logs["baseline"]
     row = doc["rows"][0]
     assert set(row) >= {"workload", "metric", "baseline", "optimized", "ratio", "transformers", "roof"}
     assert set(row) >= {"baseline_runs", "optimized_runs", "ratio_low", "ratio_high", "within_noise"}
@@ -214,7 +217,7 @@ async def test_bench_on_both_paths_builds_the_report(
 
     markdown = report.to_markdown()
     assert markdown.count("\n| ") >= len(report.rows) + 1
-    assert "| throughput | aggregate tok/s (3 at once) |" in markdown
+    assert "| throughput | aggregate tok/s (5 at once) |" in markdown
     assert "compute roof" in markdown and "bandwidth roof" in markdown
     assert "2 repetition(s), interleaved" in markdown
     assert "CPU flags:" in markdown and "median of the per-repetition ratios" in markdown

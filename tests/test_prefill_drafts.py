@@ -44,8 +44,12 @@ def _runner_module() -> types.ModuleType:
     return module
 
 
-def _step(scheduled: dict[str, int], spec: dict[str, list[int]] | None = None) -> Any:
-    return types.SimpleNamespace(num_scheduled_tokens=scheduled, scheduled_spec_decode_tokens=spec or {})
+def _step(scheduled: dict[str, int], spec: dict[str, list[int]] | None = None, asked: int = 2) -> Any:
+    return types.SimpleNamespace(
+        num_scheduled_tokens=scheduled,
+        scheduled_spec_decode_tokens=spec or {},
+        num_spec_tokens_to_schedule=asked,
+    )
 
 
 def test_the_runner_skips_the_drafter_on_a_step_of_prefills(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -59,6 +63,9 @@ def test_the_runner_skips_the_drafter_on_a_step_of_prefills(monkeypatch: pytest.
     verifying = _step({"a": 3, "b": 3}, {"a": [1, 2], "b": [3, 4]})
     assert runner.propose_draft_token_ids(verifying, "t") == "drafts"
     assert runner.proposed == ["tokens", "t"]
+    eight = _step(dict.fromkeys("abcdefgh", 1), asked=0)
+    assert runner.propose_draft_token_ids(eight, "t8") == [[], []], "the schedule asked for no drafts"
+    assert runner.proposed == ["tokens", "t"], "so the drafter did not run"
     prefill_drafts.patch(module)  # idempotent: wrapped once
     assert not hasattr(module.GPUModelRunner.propose_draft_token_ids.__wrapped__, "__wrapped__")
     monkeypatch.delenv(prefill_drafts.ENV)
@@ -81,6 +88,8 @@ def test_vllm_still_takes_drafts_the_way_the_patch_answers() -> None:
     assert "if isinstance(self._draft_token_ids, list):\n            return self._draft_token_ids" in take
     update = inspect.getsource(Scheduler.update_draft_token_ids)
     assert "request.spec_token_ids = self.structured_output_manager.validate_tokens(" in update
+    asked = "num_spec_tokens_to_schedule = scheduler_output.num_spec_tokens_to_schedule"
+    assert asked in inspect.getsource(GPUModelRunner.propose_draft_token_ids), "the drafts a step asks for"
     fields = inspect.signature(GPUModelRunner.propose_draft_token_ids).parameters
     assert list(fields)[:2] == ["self", "scheduler_output"]
 

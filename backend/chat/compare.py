@@ -14,6 +14,7 @@ from typing import Any
 from backend.chat.parity import TokenParity
 from backend.compat.one_call_step import ENV as ONE_CALL_STEP_ENV
 from backend.compat.prefill_drafts import ENV as NO_PREFILL_DRAFTS_ENV
+from backend.compat.sampled_row_drafts import ENV as SAMPLED_ROW_DRAFTS_ENV
 from backend.compat.uni_worker import ENV as UNI_WORKER_ENV
 from backend.engine.protocol import EngineInfo, Finished
 from backend.kernels.env import KERNEL_ENV, THREADS_ENV
@@ -25,6 +26,7 @@ ENV_LABELS = {
     f"env {KERNEL_ENV}": "bf16 linear kernel",
     f"env {ONE_CALL_STEP_ENV}": "one worker call per step",
     f"env {NO_PREFILL_DRAFTS_ENV}": "first token before drafts",
+    f"env {SAMPLED_ROW_DRAFTS_ENV}": "drafter on sampled rows",
     f"env {UNI_WORKER_ENV}": "worker in the engine-core process",
 }
 """What each of the optimized path's environment variables does, in the compare line's words."""

@@ -9,6 +9,7 @@ Standard library only until a patched module is actually imported.
 * ``cpu_linear``: the optimized path's bfloat16 linear kernel (only where its engine asks).
 * ``one_call_step``: the optimized engine's decode step is one call to its worker, not two.
 * ``prefill_drafts``: the optimized engine's first token does not wait for the drafter.
+* ``sampled_row_drafts``: the drafter computes only the rows it samples (none without drafts).
 * ``centroid_drafts``: Gemma 4 drafters with centroid-masked embeddings draft on a CPU.
 * ``uni_worker``: the optimized CPU engine's worker computes inside the engine-core process.
 """
@@ -21,6 +22,7 @@ from backend.compat import (
     gemma4_audio,
     one_call_step,
     prefill_drafts,
+    sampled_row_drafts,
     torchvision_ops,
     uni_worker,
 )
@@ -32,5 +34,6 @@ def install_import_hooks() -> None:
     cpu_linear.install_import_hook()
     one_call_step.install_import_hook()
     prefill_drafts.install_import_hook()
+    sampled_row_drafts.install_import_hook()
     centroid_drafts.install_import_hook()
     uni_worker.install_import_hook()

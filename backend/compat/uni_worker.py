@@ -86,7 +86,6 @@ def patch_launch(module: Any) -> None:
                 from vllm.utils.ompmultiprocessing import OMPProcessManager
 
                 stack.enter_context(OMPProcessManager(vllm_config).configure_omp_envs(rank=0, local_rank=0))
-                log(IN_USE)
             stack.enter_context(original(vllm_config, local_rank, dp_local_rank, process_kind))
             yield
 
@@ -103,12 +102,19 @@ def patch_executor(module: Any) -> None:
     if getattr(executor, _PATCHED, False):
         return
     original = executor.execute_model
+    original_init = executor._init_executor
+
+    def _init_executor(self: Any) -> None:
+        original_init(self)
+        if asked(self.vllm_config):
+            log(IN_USE)  # from the engine-core process, into the engine's own log
 
     def execute_model(self: Any, scheduler_output: Any, non_block: bool = False) -> Any:
         _step_began[:] = [time.monotonic()]
         return original(self, scheduler_output, non_block)
 
     executor.execute_model = execute_model
+    executor._init_executor = _init_executor
     setattr(executor, _PATCHED, True)
 
 

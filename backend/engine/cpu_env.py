@@ -13,6 +13,7 @@ import os
 
 from backend.compat.one_call_step import ENV as ONE_CALL_STEP_ENV
 from backend.compat.prefill_drafts import ENV as NO_PREFILL_DRAFTS_ENV
+from backend.compat.sampled_row_drafts import ENV as SAMPLED_ROW_DRAFTS_ENV
 from backend.compat.uni_worker import ENV as UNI_WORKER_ENV
 from backend.engine.argument import Argument
 from backend.kernels.env import KERNEL_ENV as CPU_LINEAR_ENV
@@ -68,7 +69,14 @@ def speculating_cpu_env() -> dict[str, Argument]:
         NO_PREFILL_DRAFTS_ENV: Argument(
             1,
             "a step in which every request is prefilling answers without running the drafter, so "
-            "the first token does not wait for drafts (the next step drafts as usual; drafts never "
-            "change a token)",
-        )
+            "the first token does not wait for drafts (the next step drafts as usual), and a step "
+            "that asks for no drafts (above the schedule's limit) runs no drafter pass for nothing "
+            "(drafts never change a token)",
+        ),
+        SAMPLED_ROW_DRAFTS_ENV: Argument(
+            1,
+            "Gemma 4's drafter (no cache of its own) computes only the row of each request it "
+            "samples: vLLM's first pass computes every verified row and drops all but one (drafts "
+            "never change a token)",
+        ),
     }
