@@ -69,6 +69,16 @@ def test_no_speculation_when_none_pays_off() -> None:
     assert "no speculation beat plain decoding" in choice.describe()
 
 
+def test_a_prompts_rate_is_the_median_of_its_rounds(tiny: GeneratedCheckpoint) -> None:
+    """One slow moment of the machine in one round does not decide a prompt's ratio."""
+    source = ModelSource(path=tiny.model, drafter=tiny.drafter, name="tiny")
+    candidate = probe._Candidate(
+        "mtp", 2, source, engine_config(EngineProfile.optimized(), source, EngineSettings())
+    )
+    candidate.rates = {"probe-a": [200.0, 60.0, 210.0], "probe-b": [150.0, 155.0, 400.0]}
+    assert candidate.run().rates == (200.0, 155.0)
+
+
 def test_the_choice_key_follows_the_engine_environment(
     tiny: GeneratedCheckpoint, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -90,6 +100,12 @@ def test_the_choice_key_follows_the_engine_environment(
     assert choice_key(source, settings, gpu=False) != with_kernel, "another build of the linear kernel"
     monkeypatch.setattr(bf16_linear, "for_engine", lambda: (None, "no C compiler"))
     assert choice_key(source, settings, gpu=False) != with_kernel, "no linear kernel"
+    from backend.engine import cpu_env
+
+    drafting = choice_key(source, settings, gpu=False)
+    fewer = dict(list(cpu_env.speculating_cpu_env().items())[:-1])
+    monkeypatch.setattr(cpu_env, "speculating_cpu_env", lambda: fewer)
+    assert choice_key(source, settings, gpu=False) != drafting, "the drafter run another way"
 
 
 def test_the_choice_key_follows_the_files_not_where_they_lie(
@@ -157,11 +173,12 @@ async def test_the_probe_measures_every_step_on_the_real_engine(
     settings = EngineSettings(dtype="float32", max_model_len=1024)
     said: list[str] = []
     choice = await measure_speculation(
-        source, settings, gemma_home, said.append, drafts=(2,), prompts=2, store=False
+        source, settings, gemma_home, said.append, drafts=(2,), prompts=2, rounds=2, store=False
     )
     runs = {run.label(): run for run in choice.runs}
     assert set(runs) == {"none", "mtp@2", "ngram@4"}
     assert any("in turn" in line for line in said), "candidates interleaved"
+    assert any(line.startswith("round 2 of 2") for line in said), "the prompts ran again"
     for run in runs.values():
         assert len(run.rates) == 2 and all(rate > 0 for rate in run.rates)
         assert run.decode_steps > 0 and run.step_ms is not None and run.step_ms > 0
@@ -174,7 +191,7 @@ async def test_the_probe_measures_every_step_on_the_real_engine(
         assert run.decode_tokens - 2 * (1 + run.drafts) <= run.tokens_per_step() * run.decode_steps
         assert run.tokens_per_step() * run.decode_steps <= run.decode_tokens + 2
     assert runs["none"].tokens_per_step() == 1.0
-    assert pauses == [None] * 6, "one pause (vLLM's window) before each candidate's prompt"
+    assert pauses == [None] * 12, "one pause (vLLM's window) before each candidate's prompt, each round"
     assert runs["mtp@2"].histogram, "the drafter drafted"
     assert stored_choice(choice_key(source, settings, gpu=False)) is None, "store=False keeps nothing"
 

@@ -172,15 +172,16 @@ def choose(plain: ProbeRun, speculative: list[ProbeRun]) -> SpeculationChoice:
 def choice_key(source: ModelSource, settings: EngineSettings, gpu: bool) -> str:
     """The model's and drafter's files (contents, not paths), dtype, device, vLLM version, CPU
     features, cores, what the optimized path adds to a CPU engine's environment (the linear
-    kernel's build and threads, every core) and the process environment (executor, threads): a
-    choice measured under others does not apply."""
-    from backend.engine.cpu_env import optimized_cpu_env
+    kernel's build and threads, every core, how its drafter runs) and the process environment
+    (executor, threads): a choice measured under others does not apply."""
+    from backend.engine.cpu_env import optimized_cpu_env, speculating_cpu_env
     from backend.provenance import cpu_flags
 
     parts: list[str] = [settings.dtype, "gpu" if gpu else f"cpu-{platform.machine()}", _vllm_version()]
     if not gpu:
         parts += [",".join(cpu_flags()), f"cores={os.cpu_count()}"]
         parts += [f"{name}={arg.value}" for name, arg in optimized_cpu_env(settings)[0].items()]
+        parts += [f"{name}={arg.value}" for name, arg in speculating_cpu_env().items()]
     parts += [f"{name}={os.environ.get(name, '')}" for name in KEYED_ENV]
     for role, directory in (("model", source.path), ("drafter", source.drafter)):
         if directory is None:

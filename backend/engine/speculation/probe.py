@@ -1,5 +1,7 @@
 """Run the speculation probe: one engine per candidate (none, MTP with 1..4 drafts, ngram), the
-same prompts on each, the candidates taking turns prompt by prompt; then choose.
+same prompts on each, the candidates taking turns prompt by prompt, in several rounds (a prompt's
+rate on a candidate is the median of its rounds: one slow moment of the machine does not decide);
+then choose.
 
 Every probe engine runs with vLLM's per-iteration records on, so each candidate's decode steps
 (drafted or not), the tokens they yielded and their duration are read from the engine rather
@@ -40,6 +42,8 @@ PROBE_LOG = "speculation-probe.log"
 """The file under the logs directory the probe's engines write to (their stderr is captured there)."""
 PROBE_PROMPTS = 6
 PROBE_TOKENS = 64
+PROBE_ROUNDS = 3
+"""Each prompt runs this many times on each candidate (rounds over all prompts, interleaved)."""
 RECORDS_SETTLE_S = 0.1
 """The engine's last iteration record of a request reaches the stat logger just after its output."""
 PROBE_KV_CACHE_GIB = 1
@@ -66,7 +70,8 @@ class _Candidate:
     source: ModelSource
     config: EngineConfig
     engine: VllmEngine | None = None
-    rates: list[float] = field(default_factory=list)
+    rates: dict[str, list[float]] = field(default_factory=dict)
+    """Decode rates per prompt (keyed by its request id), one a round."""
     histogram: list[int] = field(default_factory=list)
     steps: list[StepRecord] = field(default_factory=list)
     tokens: int = 0
@@ -82,7 +87,7 @@ class _Candidate:
         return ProbeRun(
             self.method,
             self.drafts,
-            tuple(self.rates),
+            tuple(statistics.median(rounds) for rounds in self.rates.values()),
             tuple(self.histogram),
             len(decode),
             self.tokens,
@@ -114,6 +119,7 @@ async def measure_speculation(
     *,
     drafts: Sequence[int] = range(1, PROBE_DRAFTS + 1),
     prompts: int = PROBE_PROMPTS,
+    rounds: int = PROBE_ROUNDS,
     store: bool = True,
 ) -> SpeculationChoice:
     """Probe this model on this machine, store the choice for the optimized path, and return it."""
@@ -123,7 +129,7 @@ async def measure_speculation(
     requests = [p.request(renderer, sampling, tag="probe-") for p in chosen]
     candidates = _candidates(source, settings, drafts)
     try:
-        await _measure(candidates, requests, log_dir, say)
+        await _measure(candidates, requests, rounds, log_dir, say)
     finally:
         for candidate in candidates:
             if candidate.engine is not None:
@@ -136,11 +142,15 @@ async def measure_speculation(
 
 
 async def _measure(
-    candidates: list[_Candidate], requests: list[EngineRequest], log_dir: Path, say: Callable[[str], None]
+    candidates: list[_Candidate],
+    requests: list[EngineRequest],
+    rounds: int,
+    log_dir: Path,
+    say: Callable[[str], None],
 ) -> None:
     """All candidates up at once, taking turns per prompt (the order rotating, each run after a
-    pause for the last one's engine to go quiet); one after another where free memory cannot hold
-    them all."""
+    pause for the last one's engine to go quiet), ``rounds`` times over the prompts; one after
+    another where free memory cannot hold them all."""
     started: list[tuple[_Candidate, VllmEngine]] = []
     before, footprint = process_tree_rss(), 0
     for index, candidate in enumerate(candidates):
@@ -151,17 +161,19 @@ async def _measure(
         say(f"starting the {candidate.label} engine ({index + 1} of {len(candidates)})")
         started.append((candidate, await _start(candidate, log_dir, requests[0])))
     else:
-        for i, request in enumerate(requests):
-            say(f"prompt {i + 1} of {len(requests)} on every candidate, in turn")
-            for j in range(len(started)):
-                await settle()  # the candidate that ran last has stopped looking at its ring
-                await _decode(*started[(i + j) % len(started)], request)
+        for r in range(rounds):
+            for i, request in enumerate(requests):
+                say(f"round {r + 1} of {rounds}, prompt {i + 1} of {len(requests)}: every candidate, in turn")
+                for j in range(len(started)):
+                    await settle()  # the candidate that ran last has stopped looking at its ring
+                    await _decode(*started[(r + i + j) % len(started)], request, r)
         return
     say("free memory cannot hold every candidate at once: measuring them one after another")
     for candidate in candidates:
         engine = candidate.engine or await _start(candidate, log_dir, requests[0])
-        for request in requests:
-            await _decode(candidate, engine, request)
+        for r in range(rounds):
+            for request in requests:
+                await _decode(candidate, engine, request, r)
         await engine.shutdown()
         candidate.engine = None
 
@@ -185,14 +197,14 @@ async def _finished(engine: VllmEngine, request: EngineRequest, candidate: _Cand
     return final
 
 
-async def _decode(candidate: _Candidate, engine: VllmEngine, request: EngineRequest) -> None:
-    """One probe prompt on one candidate: its decode rate, acceptance and engine steps."""
+async def _decode(candidate: _Candidate, engine: VllmEngine, request: EngineRequest, round_: int) -> None:
+    """One probe prompt on one candidate in one round: its decode rate, acceptance and engine steps."""
     engine.stats.steps.clear()
-    final = await _finished(engine, request, candidate)
+    final = await _finished(engine, replace(request, request_id=f"{request.request_id}-r{round_}"), candidate)
     await asyncio.sleep(RECORDS_SETTLE_S)
     candidate.steps.extend(engine.stats.steps)
     m = final.metrics
-    candidate.rates.append(m.decode_tokens_per_s or 0.0)
+    candidate.rates.setdefault(request.request_id, []).append(m.decode_tokens_per_s or 0.0)
     candidate.tokens += max(0, m.generated_tokens - 1)
     for j, count in enumerate(m.acceptance_histogram or ()):
         candidate.histogram.extend([0] * (j + 1 - len(candidate.histogram)))
