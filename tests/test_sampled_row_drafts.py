@@ -11,6 +11,7 @@ import itertools
 import types
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
@@ -48,6 +49,7 @@ def _proposer(rows: int, drafts: int) -> Any:
         positions=torch.arange(10, 10 + rows + 4),
         hidden_states=torch.arange(rows + 4, dtype=torch.float32)[:, None].repeat(1, 3),
         arange=torch.arange(64, dtype=torch.int32),
+        token_arange_np=np.arange(64, dtype=np.int32),
         device=torch.device("cpu"),
     )
 
@@ -145,6 +147,7 @@ def test_vllm_still_drafts_the_way_the_patch_assumes() -> None:
     for line in (
         "self.set_inputs_first_pass(",
         "common_attn_metadata.max_query_len = 1",
+        "self.token_arange_np[: batch_size + 1]",
         "common_attn_metadata.query_start_loc = self.arange[: batch_size + 1]",
         "common_attn_metadata.seq_lens -= num_rejected_tokens_gpu",
         "sample_hidden_states = last_hidden_states[token_indices_to_sample]",

@@ -8,8 +8,9 @@ Standard library only until a patched module is actually imported.
 * ``gemma4_audio``: Gemma 4's audio tower runs on vLLM's CPU build.
 * ``cpu_linear``: the optimized path's bfloat16 linear kernel (only where its engine asks).
 * ``one_call_step``: the optimized engine's decode step is one call to its worker, not two.
-* ``prefill_drafts``: the optimized engine's first token does not wait for the drafter.
-* ``sampled_row_drafts``: the drafter computes only the rows it samples (none without drafts).
+* ``prefill_drafts``: the optimized engine's first token does not wait for the drafter, and a
+  step that asks for no drafts runs no drafter.
+* ``sampled_row_drafts``: the drafter's first pass computes only the rows it samples.
 * ``centroid_drafts``: Gemma 4 drafters with centroid-masked embeddings draft on a CPU.
 * ``uni_worker``: the optimized CPU engine's worker computes inside the engine-core process.
 """

@@ -51,7 +51,6 @@ def compact(proposer: Any, rows: Any, attn: Any, rejected: Any) -> tuple[int, An
 
     ``rejected`` (drafts each request's verification rejected, or None) shortens the sequences to
     end at the sampled row, as vLLM's later passes do."""
-    import numpy as np
     import torch
 
     count = attn.batch_size()
@@ -60,7 +59,7 @@ def compact(proposer: Any, rows: Any, attn: Any, rejected: Any) -> tuple[int, An
     proposer.hidden_states[:count] = proposer.hidden_states[rows]
     one = copy.copy(attn)
     one.query_start_loc = proposer.arange[: count + 1]
-    one.query_start_loc_cpu = torch.from_numpy(np.arange(count + 1, dtype=np.int32))
+    one.query_start_loc_cpu = torch.from_numpy(proposer.token_arange_np[: count + 1]).clone()
     one.num_actual_tokens = count
     one.max_query_len = 1
     one.slot_mapping = attn.slot_mapping[rows]
