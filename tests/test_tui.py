@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.widgets._markdown import MarkdownParagraph
 
 from app.tui.app import GemmaChatApp
 from app.tui.screens.chats import ChatsScreen
@@ -395,3 +396,20 @@ def test_picker_preview_draws_the_image() -> None:
     assert len(lines) == 2 and all(line == "▀" * 8 for line in lines)
     styles = [span.style for span in preview.spans]
     assert str(styles[0].color.triplet.hex) == "#ff0000" and str(styles[-1].bgcolor.triplet.hex) == "#0000ff"
+
+
+async def test_a_replys_line_breaks_stay_on_screen(tmp_path: Path) -> None:
+    """Unfenced lines (the demo model's Python) are shown one per line, not joined into one."""
+
+    def engine(profile: str) -> FakeEngine:
+        fake = FakeEngine(profile)
+        fake.reply = "def f(path):\n    if path:\n        return None\n    return path"
+        return fake
+
+    app, _ = make_app(tmp_path, engine)
+    async with app.run_test() as pilot:
+        await send(app, pilot, "def f")
+        (reply,) = replies(app)
+        (paragraph,) = reply.body.query(MarkdownParagraph)
+        shown = str(paragraph.render()).splitlines()
+        assert [line.strip() for line in shown] == ["def f(path):", "if path:", "return None", "return path"]

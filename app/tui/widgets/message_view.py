@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from markdown_it import MarkdownIt
+from markdown_it.rules_core import StateCore
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Label, Markdown, Sparkline, Static
@@ -39,6 +41,24 @@ def figures_line(metrics: TurnMetrics | None, path: str | None, tool_s: float | 
             parts.append(f"model {duration_text(metrics.e2e_s)}")
         parts.append(f"tools {duration_text(tool_s)}")
     return " · ".join(p for p in parts if p)
+
+
+def chat_markdown() -> MarkdownIt:
+    """Textual's parser, with a line break kept where the text has one.
+
+    Plain Markdown joins a paragraph's lines with spaces; a model's reply (and the demo model's
+    unfenced Python) means its line breaks, as chat apps show them.
+    """
+    parser = MarkdownIt("gfm-like")
+    parser.core.ruler.push("kept_line_breaks", _hard_breaks)
+    return parser
+
+
+def _hard_breaks(state: StateCore) -> None:
+    for token in state.tokens:
+        for child in token.children or ():
+            if child.type == "softbreak":
+                child.type = "hardbreak"
 
 
 class MessageView(Vertical):
@@ -82,7 +102,7 @@ class MessageView(Vertical):
         tools = Vertical(*(ToolBlock(record=r) for r in self.tool_records), classes="tools")
         tools.display = bool(self.tool_records)
         yield tools
-        yield Markdown(self.text, classes="body")
+        yield Markdown(self.text, classes="body", parser_factory=chat_markdown)
         if self.role != "user":
             yield Sparkline([], classes="spark")
             line = figures_line(self.metrics, self.path, self.tool_seconds)
