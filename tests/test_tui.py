@@ -46,6 +46,14 @@ async def wait_until(pilot: Any, condition: Callable[[], bool], timeout_s: float
     await pilot.pause()
 
 
+async def wait_until_streaming(pilot: Any, condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
+    """Let the app run until ``condition`` holds, without waiting for its workers to end."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting for the app"
+        await pilot.pause(0.02)
+
+
 async def send(app: GemmaChatApp, pilot: Any, text: str) -> None:
     """Send ``text`` and wait until the turn has ended (a reply, or a refusal) in the app."""
     prompt = app.query_one(PromptInput)
@@ -413,3 +421,50 @@ async def test_a_replys_line_breaks_stay_on_screen(tmp_path: Path) -> None:
         (paragraph,) = reply.body.query(MarkdownParagraph)
         shown = str(paragraph.render()).splitlines()
         assert [line.strip() for line in shown] == ["def f(path):", "if path:", "return None", "return path"]
+
+
+async def test_page_keys_in_the_prompt_scroll_the_chat(tmp_path: Path) -> None:
+    def engine(profile: str) -> FakeEngine:
+        fake = FakeEngine(profile)
+        fake.reply = "\n".join(f"line {i}" for i in range(120))
+        return fake
+
+    app, _ = make_app(tmp_path, engine)
+    async with app.run_test() as pilot:
+        await send(app, pilot, "a long one")
+        view = app.messages_view
+        prompt = app.query_one(PromptInput)
+        prompt.text = "a draft"
+        assert view.max_scroll_y > 0 and view.scroll_y == view.max_scroll_y
+        await pilot.press("pageup")
+        await pilot.pause()
+        assert view.scroll_y < view.max_scroll_y
+        assert prompt.text == "a draft" and prompt.has_focus
+        while view.scroll_y < view.max_scroll_y:
+            before = view.scroll_y
+            await pilot.press("pagedown")
+            await pilot.pause()
+            assert view.scroll_y > before
+        assert prompt.text == "a draft"
+
+
+async def test_scrolled_up_chat_stays_put_while_a_reply_streams(tmp_path: Path) -> None:
+    def engine(profile: str) -> FakeEngine:
+        fake = FakeEngine(profile, delay_s=0.01)
+        fake.reply = "\n".join(f"line {i}" for i in range(400))
+        return fake
+
+    app, _ = make_app(tmp_path, engine)
+    async with app.run_test() as pilot:
+        prompt = app.query_one(PromptInput)
+        prompt.text = "stream a long one"
+        prompt.focus()
+        await pilot.press("enter")
+        view = app.messages_view
+        await wait_until_streaming(pilot, lambda: view.max_scroll_y > 40)
+        await pilot.press("pageup", "pageup")
+        await pilot.pause(0.1)
+        held, grown_from = view.scroll_y, view.max_scroll_y
+        await wait_until_streaming(pilot, lambda: view.max_scroll_y > grown_from + 20)
+        assert view.scroll_y == held, "the reply pulled a reader back down"
+        assert app.turn is not None, "the reply had ended: nothing was checked while streaming"

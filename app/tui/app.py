@@ -179,6 +179,13 @@ class GemmaChatApp(ChatActions, AttachActions, ToolActions, ReportingApp):
             self.notify(f"{self.conversation.last_store_error}", severity="error", timeout=10)
 
     # -- turns ---------------------------------------------------------------------------------
+    def on_prompt_input_scroll_chat(self, message: PromptInput.ScrollChat) -> None:
+        view = self.messages_view
+        if message.pages < 0:
+            view.scroll_page_up(animate=False)
+        else:
+            view.scroll_page_down(animate=False)
+
     async def on_prompt_input_submitted(self, message: PromptInput.Submitted) -> None:
         if message.text.startswith("/attach "):
             self.query_one(PromptInput).clear()
@@ -309,7 +316,12 @@ class GemmaChatApp(ChatActions, AttachActions, ToolActions, ReportingApp):
 
     def action_help(self) -> None:
         rows = [(b.key, f"{b.description} (id: {b.id})") for b in self.BINDINGS if b.id]
-        rows += [("Enter", "send"), ("Shift+Enter / Ctrl+J", "new line"), ("Ctrl+P", "command palette")]
+        rows += [
+            ("Enter", "send"),
+            ("Shift+Enter / Ctrl+J", "new line"),
+            ("PageUp / PageDown", "scroll the chat (back at its end, it follows the reply again)"),
+            ("Ctrl+P", "command palette"),
+        ]
         self.push_screen(HelpScreen(rows))
 
     @work(group="engines", exit_on_error=False, description="restarting the engine")

@@ -56,6 +56,12 @@ class PromptInput(TextArea):
 
         path: Path
 
+    @dataclass
+    class ScrollChat(Message):
+        """PageUp / PageDown in the prompt: the chat above scrolls a page (the prompt is a few lines)."""
+
+        pages: int
+
     def __init__(self, **kwargs: object) -> None:
         super().__init__(soft_wrap=True, show_line_numbers=False, **kwargs)  # type: ignore[arg-type]
 
@@ -81,6 +87,11 @@ class PromptInput(TextArea):
             event.stop()
             self.load_text("/attach " + complete_path(current.removeprefix("/attach ")))
             self.move_cursor(self.document.end)
+            return
+        if event.key in ("pageup", "pagedown"):
+            event.prevent_default()
+            event.stop()
+            self.post_message(self.ScrollChat(-1 if event.key == "pageup" else 1))
             return
         if event.key in ("shift+enter", "ctrl+j"):
             event.prevent_default()
