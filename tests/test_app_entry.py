@@ -19,7 +19,7 @@ from app.tui.widgets.prompt_input import PromptInput
 from backend.checkpoints import GeneratedCheckpoint
 from backend.engine.factory import DeferredEngine
 from backend.engine.protocol import EngineInfo
-from tests.test_tui import wait_until
+from tests.tui_pilot import wait_until
 
 
 def _app(tmp_path: Path, *argv: str) -> GemmaChatApp:

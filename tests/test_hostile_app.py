@@ -13,7 +13,7 @@ import pytest
 
 async def test_app_prompt_over_the_window_is_refused_and_the_app_goes_on(tmp_path: Path) -> None:
     from tests.fake_engine import FakeEngine
-    from tests.test_tui import make_app, replies, send
+    from tests.tui_pilot import make_app, replies, send
 
     app, _ = make_app(tmp_path, lambda p: FakeEngine(p, max_model_len=300), max_tokens=64)
     async with app.run_test() as pilot:
@@ -31,7 +31,7 @@ async def test_app_engine_dying_mid_stream_keeps_the_partial_reply(tmp_path: Pat
 
     from backend.engine.protocol import Delta, EngineRequest, Failed, Started, TurnEvent
     from tests.fake_engine import FakeEngine
-    from tests.test_tui import make_app, replies, send
+    from tests.tui_pilot import make_app, replies, send
 
     class Dying(FakeEngine):
         async def stream(self, request: EngineRequest) -> AsyncIterator[TurnEvent]:
@@ -65,7 +65,7 @@ async def test_app_with_a_locked_history_keeps_the_chat_and_saves_it_later(
     save failed, keeps the chat, and saves all of it in order once the lock is gone."""
     from backend.chat import store as store_module
     from backend.chat.store import ChatStore
-    from tests.test_tui import make_app, send
+    from tests.tui_pilot import make_app, send
 
     ChatStore(tmp_path / "history.db").close()
     monkeypatch.setattr(store_module, "BUSY_TIMEOUT_S", 0.3)
@@ -90,7 +90,7 @@ async def test_app_with_a_locked_history_keeps_the_chat_and_saves_it_later(
 
 
 async def test_app_with_a_corrupt_history_moves_it_aside_and_starts_clean(tmp_path: Path) -> None:
-    from tests.test_tui import make_app, replies, send, wait_until
+    from tests.tui_pilot import make_app, replies, send, wait_until
 
     (tmp_path / "history.db").write_bytes(os.urandom(8192))
     app, _ = make_app(tmp_path)

@@ -24,8 +24,8 @@ from backend.settings import McpServerSettings, McpSettings, SettingsError, load
 from backend.tools.gemma_format import format_call
 from backend.tools.mcp.config import McpConfigError, configured_servers, read_servers_json
 from backend.tools.mcp.host import McpHost
-from tests.test_tui import make_app, replies, wait_until
 from tests.test_tui_tools import _scripted, wait_for_dialog
+from tests.tui_pilot import make_app, replies, wait_until
 
 SERVER = Path(__file__).with_name("mcp_server.py")
 ROOT = Path(__file__).resolve().parents[1]

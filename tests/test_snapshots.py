@@ -13,7 +13,7 @@ from app.tui.app import GemmaChatApp
 from app.tui.widgets.prompt_input import PromptInput
 from backend.settings import Settings
 from tests.fake_engine import FakeEngine
-from tests.test_tui import wait_until
+from tests.tui_pilot import wait_until
 
 SIZE = (110, 32)
 
@@ -74,7 +74,7 @@ def test_help_screen(snap_compare: Callable[..., bool], tmp_path: Path) -> None:
 
 def test_attachment_chips(snap_compare: Callable[..., bool], tmp_path: Path) -> None:
     from tests.media_files import audio_file, image_file
-    from tests.test_tui import wait_until
+    from tests.tui_pilot import wait_until
 
     image, audio = image_file(tmp_path / "cat.png"), audio_file(tmp_path / "voice.wav", seconds=2.0)
 

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from textual.widgets._markdown import MarkdownParagraph
 
 from app.tui.app import GemmaChatApp
 from app.tui.screens.chats import ChatsScreen
@@ -17,54 +14,8 @@ from app.tui.widgets.compare_view import CompareView
 from app.tui.widgets.message_view import MessageView
 from app.tui.widgets.prompt_input import PromptInput
 from backend.chat.store import ChatStore
-from backend.settings import Settings
 from tests.fake_engine import FakeEngine
-
-Factory = Callable[[str], FakeEngine]
-
-
-def make_app(
-    tmp_path: Path, factory: Factory | None = None, **settings: object
-) -> tuple[GemmaChatApp, dict[str, FakeEngine]]:
-    engines: dict[str, FakeEngine] = {}
-
-    def default(profile: str) -> FakeEngine:
-        engines[profile] = FakeEngine(profile)
-        return engines[profile]
-
-    config = Settings(data_dir=tmp_path, **settings)  # type: ignore[arg-type]
-    return GemmaChatApp(config, factory or default, "fake-model"), engines
-
-
-async def wait_until(pilot: Any, condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
-    """Let the app run until ``condition`` holds (workers and handlers run asynchronously)."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "timed out waiting for the app"
-        await pilot.pause(0.05)
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
-
-
-async def wait_until_streaming(pilot: Any, condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
-    """Let the app run until ``condition`` holds, without waiting for its workers to end."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "timed out waiting for the app"
-        await pilot.pause(0.02)
-
-
-async def send(app: GemmaChatApp, pilot: Any, text: str) -> None:
-    """Send ``text`` and wait until the turn has ended (a reply, or a refusal) in the app."""
-    prompt = app.query_one(PromptInput)
-    prompt.text = text
-    prompt.focus()
-    await pilot.press("enter")
-    await wait_until(pilot, lambda: prompt.text == "" and app.turn is None)
-
-
-def replies(app: GemmaChatApp) -> list[MessageView]:
-    return [v for v in app.query(MessageView) if v.role != "user"]
+from tests.tui_pilot import make_app, replies, send, wait_until
 
 
 async def test_send_streams_reply_with_figures_and_stores_it(tmp_path: Path) -> None:
@@ -404,67 +355,3 @@ def test_picker_preview_draws_the_image() -> None:
     assert len(lines) == 2 and all(line == "▀" * 8 for line in lines)
     styles = [span.style for span in preview.spans]
     assert str(styles[0].color.triplet.hex) == "#ff0000" and str(styles[-1].bgcolor.triplet.hex) == "#0000ff"
-
-
-async def test_a_replys_line_breaks_stay_on_screen(tmp_path: Path) -> None:
-    """Unfenced lines (the demo model's Python) are shown one per line, not joined into one."""
-
-    def engine(profile: str) -> FakeEngine:
-        fake = FakeEngine(profile)
-        fake.reply = "def f(path):\n    if path:\n        return None\n    return path"
-        return fake
-
-    app, _ = make_app(tmp_path, engine)
-    async with app.run_test() as pilot:
-        await send(app, pilot, "def f")
-        (reply,) = replies(app)
-        (paragraph,) = reply.body.query(MarkdownParagraph)
-        shown = str(paragraph.render()).splitlines()
-        assert [line.strip() for line in shown] == ["def f(path):", "if path:", "return None", "return path"]
-
-
-async def test_page_keys_in_the_prompt_scroll_the_chat(tmp_path: Path) -> None:
-    def engine(profile: str) -> FakeEngine:
-        fake = FakeEngine(profile)
-        fake.reply = "\n".join(f"line {i}" for i in range(120))
-        return fake
-
-    app, _ = make_app(tmp_path, engine)
-    async with app.run_test() as pilot:
-        await send(app, pilot, "a long one")
-        view = app.messages_view
-        prompt = app.query_one(PromptInput)
-        prompt.text = "a draft"
-        assert view.max_scroll_y > 0 and view.scroll_y == view.max_scroll_y
-        await pilot.press("pageup")
-        await pilot.pause()
-        assert view.scroll_y < view.max_scroll_y
-        assert prompt.text == "a draft" and prompt.has_focus
-        while view.scroll_y < view.max_scroll_y:
-            before = view.scroll_y
-            await pilot.press("pagedown")
-            await pilot.pause()
-            assert view.scroll_y > before
-        assert prompt.text == "a draft"
-
-
-async def test_scrolled_up_chat_stays_put_while_a_reply_streams(tmp_path: Path) -> None:
-    def engine(profile: str) -> FakeEngine:
-        fake = FakeEngine(profile, delay_s=0.01)
-        fake.reply = "\n".join(f"line {i}" for i in range(400))
-        return fake
-
-    app, _ = make_app(tmp_path, engine)
-    async with app.run_test() as pilot:
-        prompt = app.query_one(PromptInput)
-        prompt.text = "stream a long one"
-        prompt.focus()
-        await pilot.press("enter")
-        view = app.messages_view
-        await wait_until_streaming(pilot, lambda: view.max_scroll_y > 40)
-        await pilot.press("pageup", "pageup")
-        await pilot.pause(0.1)
-        held, grown_from = view.scroll_y, view.max_scroll_y
-        await wait_until_streaming(pilot, lambda: view.max_scroll_y > grown_from + 20)
-        assert view.scroll_y == held, "the reply pulled a reader back down"
-        assert app.turn is not None, "the reply had ended: nothing was checked while streaming"

@@ -16,7 +16,7 @@ from app.tui.widgets.message_view import MessageView
 from backend.engine.protocol import EngineRequest, TurnEvent
 from backend.settings import Settings
 from tests.fake_engine import FakeEngine
-from tests.test_tui import replies, send, wait_until
+from tests.tui_pilot import replies, send, wait_until
 
 
 class BuggyEngine(FakeEngine):

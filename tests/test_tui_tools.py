@@ -15,7 +15,7 @@ from backend.chat.store import ChatStore
 from backend.settings import ToolSettings
 from backend.tools.gemma_format import format_call
 from tests.fake_engine import FakeEngine
-from tests.test_tui import make_app, replies, send, wait_until
+from tests.tui_pilot import make_app, replies, send, wait_until
 
 
 async def wait_for_dialog(pilot: Any) -> None:
