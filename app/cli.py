@@ -63,6 +63,12 @@ def _add_model_flags(parser: argparse.ArgumentParser, top_level: bool = False) -
     )
     group.add_argument("--api-key", default=unset, help="the servers' API key (or GEMMA_CHAT_API_KEY)")
     group.add_argument(
+        "--think",
+        action="store_true",
+        default=unset,
+        help="Gemma 4's thinking mode: a thought before each answer, shown apart (config: think = true)",
+    )
+    group.add_argument(
         "--mcp-config",
         default=unset,
         metavar="FILE",

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from backend.template_messages import template_messages
+
 Role = Literal["system", "user", "assistant", "tool"]
 MediaKind = Literal["image", "audio", "video"]
 IMAGE_PLACEHOLDER = "<|image|>"
@@ -40,16 +42,9 @@ class ChatMessage:
     images: tuple[str, ...] = ()
     """Image files a ``tool`` message's result carried (given to the model in the turn they came)."""
 
-    def template_dict(self) -> dict[str, Any]:
-        content: Any = self.data if self.role == "tool" and self.data is not None else self.text
-        if self.media:
-            content = [{"type": kind} for kind in self.media] + [{"type": "text", "text": self.text}]
-        message: dict[str, Any] = {"role": self.role, "content": content}
-        if self.tool_calls:
-            message["tool_calls"] = list(self.tool_calls)
-        if self.name:
-            message["name"] = self.name
-        return message
+    thought: str = ""
+    """An assistant message's thinking (Gemma 4's ``<|channel>thought`` block), kept apart from
+    ``text``; the chat template decides whether the model sees it again."""
 
 
 @dataclass(frozen=True)
@@ -74,14 +69,16 @@ class PromptRenderer:
         return cls(tokenizer=AutoTokenizer.from_pretrained(model_dir))
 
     def render(
-        self, messages: list[ChatMessage], tools: list[dict[str, Any]] | None = None
+        self, messages: list[ChatMessage], tools: list[dict[str, Any]] | None = None, *, think: bool = False
     ) -> RenderedPrompt:
-        """The prompt for ``messages``; ``tools`` (declarations) override the renderer's own."""
+        """The prompt for ``messages``; ``tools`` (declarations) override the renderer's own;
+        ``think`` turns on Gemma 4's thinking mode (the template's ``enable_thinking``)."""
         text = self.tokenizer.apply_chat_template(
-            [message.template_dict() for message in messages],
+            template_messages(messages),
             tools=(tools if tools is not None else self.tools) or None,
             tokenize=False,
             add_generation_prompt=True,
+            enable_thinking=think,
         )
         text = valid_utf8(text)  # a last guard: whatever reached a message, the prompt is UTF-8
         count = len(self.tokenizer(text, add_special_tokens=False)["input_ids"])

@@ -173,6 +173,9 @@ class Settings(BaseSettings):
     mcp: McpSettings = Field(default_factory=McpSettings)
     max_tokens: int = Field(default=1024, ge=1)
     """Reply budget in tokens for chat turns."""
+    think: bool = False
+    """Gemma 4's thinking mode for new chats: the model writes a thought before its answer (shown
+    collapsed). Off by default, as in the model's chat template; each chat keeps its own (F4)."""
     trim_history: bool = False
     """Drop the oldest turns of a chat that outgrows the context window (and say so) instead of refusing."""
     data_dir: Path | None = None

@@ -57,10 +57,11 @@ class FakeEngine:
         )
 
     def render(
-        self, messages: list[ChatMessage], tools: list[dict[str, Any]] | None = None
+        self, messages: list[ChatMessage], tools: list[dict[str, Any]] | None = None, *, think: bool = False
     ) -> RenderedPrompt:
         declared = "".join(f"<tool:{t['function']['name']}>" for t in tools or [])
-        text = "".join(f"<{m.role}>{m.text}{m.data or ''}" for m in messages) + declared
+        thinking = "<|think|>" if think else ""
+        text = thinking + "".join(f"<{m.role}>{m.text}{m.data or ''}" for m in messages) + declared
         return RenderedPrompt(text=text, token_count=len(text.split()) + 2)
 
     def decode(self, token_ids: list[int]) -> str:

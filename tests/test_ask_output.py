@@ -11,8 +11,8 @@ import pytest
 from app.commands.ask_output import JsonReport, TextPrinter
 from backend.chat.rendering import dispatch
 from backend.engine.metrics import TurnMetrics
-from backend.engine.protocol import Delta, Finished, Started
-from backend.tools.gemma_format import format_call
+from backend.engine.protocol import Finished, Started
+from backend.reply import ReplyDelta
 from backend.tools.loop import ToolFinished, ToolStarted
 from backend.tools.runner import ToolRecord
 from backend.tools.spec import ToolCall
@@ -22,13 +22,14 @@ RECORD = ToolRecord(1, "calculator", {"expression": "6 * 7"}, "ok", result=42, d
 METRICS = TurnMetrics(prompt_tokens=20, generated_tokens=12, ttft_s=0.05, decode_tokens_per_s=50.0, e2e_s=0.3)
 EVENTS = [
     Started("r"),
-    Delta("r", "Let me compute.", (1,)),
-    Delta("r", format_call("calculator", CALL.arguments) + "<|tool_response>", (2,)),
+    ReplyDelta("r", "", "The user wants 6 * 7.", (1,)),
+    ReplyDelta("r", "Let me compute.", "", (2,)),
+    ReplyDelta("r", "", "", (3,)),  # the call: nothing to read
     ToolStarted(1, 0, CALL),
     ToolFinished(0, RECORD),
-    Delta("r", "It is 42.", (3,)),
-    Delta("r", "<turn|>", (4,)),
-    Finished("r", "Let me compute.\n\nIt is 42.", (1, 2, 3, 4), METRICS, "stop"),
+    ReplyDelta("r", "\n\nIt is 42.", "", (4,)),
+    ReplyDelta("r", "", "", (5,)),
+    Finished("r", "Let me compute.\n\nIt is 42.", (1, 2, 3, 4, 5), METRICS, "stop", "The user wants 6 * 7."),
 ]
 
 
@@ -37,8 +38,8 @@ async def test_text_output_streams_the_answer_and_a_timeline_line(capsys: pytest
     ended = [await dispatch(renderer, e) for e in EVENTS]
     assert ended[-1] and not any(ended[:-1]) and renderer.exit_code == 0
     out = capsys.readouterr().out
-    assert "<|tool_call>" not in out and "<turn|>" not in out
-    assert out.startswith('Let me compute.\n  ✓ calculator(expression="6 * 7") → 42 · 0 ms')
+    assert out.startswith("thought: The user wants 6 * 7.\n\nLet me compute.\n  ✓ calculator(")
+    assert 'calculator(expression="6 * 7") → 42 · 0 ms' in out
     assert "→ 42 · 0 ms\nIt is 42." in out
     assert out.rstrip().splitlines()[-1].endswith("· tools 0 ms (1 call)")
 
@@ -52,5 +53,6 @@ async def test_json_output_has_the_timeline(capsys: pytest.CaptureFixture[str]) 
     doc = json.loads(capsys.readouterr().out)
     path = doc["paths"]["optimized"]
     assert path["reply"] == "Let me compute.\n\nIt is 42."
+    assert path["thought"] == "The user wants 6 * 7."
     assert path["tools"] == [RECORD.to_json()]
     assert path["tools"][0]["result"] == 42 and path["tool_seconds"] == 0.0004

@@ -101,7 +101,7 @@ def test_drafter_loads_in_transformers(tiny: GeneratedCheckpoint) -> None:
                 }
             ],
             '<|turn>system\n<|tool>declaration:get_weather{description:<|"|>Weather<|"|>,'
-            'parameters:{type:<|"|>object<|"|>}}<tool|><turn|>\n<|turn>user\nWeather?<turn|>\n<|turn>model\n',
+            'parameters:{type:<|"|>OBJECT<|"|>}}<tool|><turn|>\n<|turn>user\nWeather?<turn|>\n<|turn>model\n',
         ),
         (
             [
@@ -109,8 +109,8 @@ def test_drafter_loads_in_transformers(tiny: GeneratedCheckpoint) -> None:
                 {
                     "role": "assistant",
                     "tool_calls": [{"function": {"name": "f", "arguments": {"a": "b", "n": 3}}}],
+                    "tool_responses": [{"name": "f", "response": {"ok": True}}],
                 },
-                {"role": "tool", "name": "f", "content": {"ok": True}},
             ],
             None,
             '<|turn>user\nx<turn|>\n<|turn>model\n<|tool_call>call:f{a:<|"|>b<|"|>,n:3}<tool_call|>'

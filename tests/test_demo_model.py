@@ -65,7 +65,8 @@ def test_training_text_is_what_the_chat_template_renders(tiny: GeneratedCheckpoi
         [{"role": "user", "content": prompt}, {"role": "assistant", "content": body}], tokenize=False
     )
     head, tail = chat_turn(prompt, body)
-    assert head + tail == whole
+    assert tail == f"{body}<turn|>\n"
+    assert whole == f"{head}{body.strip()}<turn|>\n", "in history, Gemma 4's template trims a reply"
     assert head == generation, "the answer half starts exactly where the app's prompt ends"
 
 

@@ -46,7 +46,7 @@ def test_schema_comes_from_the_signature_and_the_docstring() -> None:
     assert declaration["description"] == "Weather for a city."
     params = declaration["parameters"]
     assert params["required"] == ["city"]
-    assert params["properties"]["days"] == {"type": "integer", "default": 1}
+    assert params["properties"]["days"] == {"type": "integer", "description": "Default: 1"}
     assert params["properties"]["units"]["enum"] == ["metric", "imperial"]
     assert spec.validate({"city": "Oslo", "days": "3"}) == {"city": "Oslo", "days": 3, "units": "metric"}
     with pytest.raises(ToolArgumentsError, match="days"):

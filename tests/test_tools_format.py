@@ -4,13 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from backend.tools.gemma_format import (
-    MalformedCall,
-    format_call,
-    parse_arguments,
-    parse_output,
-    visible_text,
-)
+from backend.reply import ReplyStream, read_reply
+from backend.tools.gemma_format import format_call, parse_output
+from backend.tools.gemma_values import MalformedCall, parse_arguments
 
 Q = '<|"|>'
 
@@ -85,9 +81,9 @@ def test_format_and_parse_round_trip() -> None:
     assert parsed.calls[0].arguments == arguments
 
 
-def test_visible_text_hides_a_call_while_it_streams() -> None:
-    assert visible_text("Sure.<|tool_call>call:calc{expr") == "Sure."
-    assert visible_text("Plain answer.<turn|>") == "Plain answer."
+def test_a_streaming_call_is_hidden_from_the_answer() -> None:
+    assert read_reply("Sure.<|tool_call>call:calc{expr").answer == "Sure."
+    assert read_reply("Plain answer.<turn|>").answer == "Plain answer."
 
 
 def test_parse_arguments_rejects_trailing_text() -> None:
@@ -105,10 +101,8 @@ def test_agrees_with_vllms_gemma4_argument_parser() -> None:
     assert ours == theirs
 
 
-def test_visible_stream_never_shows_call_markup() -> None:
-    from backend.tools.gemma_format import VisibleStream
-
-    stream = VisibleStream()
+def test_the_reply_stream_never_shows_call_markup() -> None:
+    stream = ReplyStream()
     pieces = [
         "Let",
         " me",
@@ -119,7 +113,7 @@ def test_visible_stream_never_shows_call_markup() -> None:
         "<tool_call|>",
         "<|tool_response>",
     ]
-    shown = "".join(stream.feed(p) for p in pieces)
+    shown = "".join(stream.feed(p).answer for p in pieces)
     stream.next_step()
-    shown += "".join(stream.feed(p) for p in ["It", " is", " 1.", "<turn|>"])
+    shown += "".join(stream.feed(p).answer for p in ["It", " is", " 1.", "<turn|>"])
     assert shown == "Let me check.\n\nIt is 1."

@@ -57,6 +57,7 @@ def run_ask(args: argparse.Namespace) -> int:
     options = TurnOptions(
         sampling=SamplingSettings(max_tokens=args.max_tokens, temperature=args.temperature),
         too_long_fix="Shorten the prompt, lower --max-tokens, or raise --max-model-len.",
+        think=settings.think,
     )
     with capture_stderr(log) as console:
         for attachment in attachments:

@@ -13,10 +13,10 @@ from typing import Any, TextIO
 
 from backend.chat.compare import CompareResult
 from backend.chat.rendering import TurnRenderer
-from backend.engine.protocol import Cancelled, Delta, Failed, Finished, Started
+from backend.engine.protocol import Cancelled, Failed, Finished, Started
 from backend.errors import GemmaChatError
 from backend.media.attachment import Attachment
-from backend.tools.gemma_format import VisibleStream
+from backend.reply import ReplyDelta
 from backend.tools.loop import StepLimitReached, ToolFinished, ToolStarted
 from backend.tools.runner import ToolRecord
 from backend.tools.timeline import timeline_line, tools_summary
@@ -42,25 +42,45 @@ class TextPath(PathOutput):
     def __init__(self, console: TextIO, path: str, comparing: bool) -> None:
         super().__init__()
         self.console, self.path, self.comparing = console, path, comparing
-        self.stream = VisibleStream()
         self.after_tool = False
         self.headed = False
+        self.thinking = False
+        self.dim = sys.stdout.isatty()
 
     async def on_started(self, event: Started) -> None:
         if self.comparing and not self.headed:  # once per path, though a tool loop sends several requests
             self.headed = True
             sys.stdout.write(f"── {self.path}:\n")
 
-    async def on_delta(self, event: Delta) -> None:
-        piece = self.stream.feed(event.text)
+    async def on_delta(self, event: ReplyDelta) -> None:
+        if event.thought:
+            self._thought(event.thought)
+        piece = event.text
+        if piece and self.thinking:  # the answer starts below the thought
+            self._end_thought()
+            piece = piece.lstrip("\n")
         if piece and self.after_tool:  # the answer starts below the timeline lines
             piece = "\n" + piece.lstrip("\n")
             self.after_tool = False
         sys.stdout.write(piece)
         sys.stdout.flush()
 
+    def _thought(self, text: str) -> None:
+        """Thinking, dimmed on a terminal, each line marked so a pipe can tell it from the answer."""
+        if not self.thinking:
+            self.thinking = True
+            text = "thought: " + text.lstrip("\n")
+        text = text.replace("\n", "\n  ")
+        sys.stdout.write(f"\x1b[2m{text}\x1b[0m" if self.dim else text)
+        sys.stdout.flush()
+
+    def _end_thought(self) -> None:
+        self.thinking = False
+        sys.stdout.write("\n\n")
+
     async def on_tool_started(self, event: ToolStarted) -> None:
-        self.stream.next_step()
+        if self.thinking:
+            self._end_thought()
 
     async def on_tool_finished(self, event: ToolFinished) -> None:
         await super().on_tool_finished(event)
@@ -128,6 +148,7 @@ class JsonPath(PathOutput):
     def _ended(self, event: Finished | Cancelled, status: str) -> None:
         self.paths[self.path] = {
             "reply": event.text,
+            "thought": event.thought or None,
             "status": status,
             "figures": asdict(event.metrics),
             "tools": [r.to_json() for r in self.records],

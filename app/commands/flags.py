@@ -31,6 +31,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         server=getattr(args, "server", None),
         baseline_server=getattr(args, "baseline_server", None),
         api_key=getattr(args, "api_key", None),
+        think=getattr(args, "think", None),
     )
     if getattr(args, "mcp_config", None):
         mcp = settings.mcp.model_copy(update={"import_file": args.mcp_config})

@@ -57,6 +57,7 @@ class GemmaChatApp(ChatActions, AttachActions, ToolActions, ReportingApp):
         Binding("ctrl+l", "chats", "Chats", id="chats"),
         Binding("ctrl+r", "regenerate", "Regenerate", id="regenerate"),
         Binding("f4", "edit_last", "Edit last", id="edit_last"),
+        Binding("f6", "toggle_think", "Think", id="toggle_think"),
         Binding("f9", "system_prompt", "System prompt", show=False, id="system_prompt"),
         Binding("f5", "copy_reply", "Copy reply", show=False, id="copy_reply"),
         Binding("f8", "copy_code", "Copy code", show=False, id="copy_code"),
@@ -115,6 +116,7 @@ class GemmaChatApp(ChatActions, AttachActions, ToolActions, ReportingApp):
         if self.settings.theme in self.available_themes:
             self.theme = self.settings.theme
         self.status.model, self.status.path = self.model_name, self.path
+        self.status.think = self.thinking
         self.pool.listen(self._engine_changed)
         self.query_one(PromptInput).focus()
         self.start_engine(self.path)
@@ -171,6 +173,7 @@ class GemmaChatApp(ChatActions, AttachActions, ToolActions, ReportingApp):
         last = self.conversation.turns[-1].metrics if self.conversation.turns else None
         self.status.context_used = (last.prompt_tokens + last.generated_tokens) if last else 0
         self.sub_title = self.conversation.title
+        self.status.think = self.thinking
         self.messages_view.scroll_end(animate=False)
         self._report_store()
 
@@ -212,6 +215,7 @@ class GemmaChatApp(ChatActions, AttachActions, ToolActions, ReportingApp):
             sampling=SamplingSettings(max_tokens=self.settings.max_tokens),
             trim_history=self.settings.trim_history,
             too_long_fix="Start a new chat (Ctrl+N), shorten the message, or set trim_history = true.",
+            think=self.thinking,
         )
         return TurnPipeline(self.conversation, options, self.tools, self.settings.tools)
 
@@ -279,6 +283,18 @@ class GemmaChatApp(ChatActions, AttachActions, ToolActions, ReportingApp):
             self.start_engine(self.path)
         self._tick()
 
+    @property
+    def thinking(self) -> bool:
+        """Whether this chat's turns ask for thinking (its own choice, else the setting)."""
+        chosen = self.conversation.think
+        return self.settings.think if chosen is None else chosen
+
+    def action_toggle_think(self) -> None:
+        self.conversation.think = not self.thinking
+        self.status.think = self.thinking
+        state = "on: the model thinks before it answers" if self.thinking else "off"
+        self.notify(f"Thinking {state} (this chat).")
+
     def action_compare_next(self) -> None:
         self.compare_next = not self.compare_next
         self.status.compare_next = self.compare_next
@@ -336,6 +352,9 @@ class GemmaChatApp(ChatActions, AttachActions, ToolActions, ReportingApp):
             "Toggle path", "Switch between the optimized and the baseline path", self.action_toggle_path
         )
         yield SystemCommand("Compare next turn", "Run the next turn on both paths", self.action_compare_next)
+        yield SystemCommand(
+            "Toggle thinking", "Gemma 4's thinking mode for this chat (F6)", self.action_toggle_think
+        )
         yield SystemCommand("New chat", "Start a new chat", self.action_new_chat)
         yield SystemCommand("Chats", "Switch, search, rename or delete chats", self.action_chats)
         yield SystemCommand("Regenerate", "Answer the last message again", self.action_regenerate)

@@ -18,7 +18,8 @@ from backend.chat.rendering import TurnRenderer, dispatch
 from backend.chat.turn import HistoryTrimmed, PromptSized, TurnPipeline
 from backend.engine.metrics import TurnMetrics
 from backend.engine.pool import EnginePool
-from backend.engine.protocol import Cancelled, Delta, Failed, Finished, MetricsUpdate
+from backend.engine.protocol import Cancelled, Failed, Finished, MetricsUpdate
+from backend.reply import ReplyDelta
 from backend.tools.loop import StepLimitReached, ToolFinished, ToolStarted
 from backend.tools.runner import ToolRecord
 
@@ -41,8 +42,17 @@ def turn_view(turn: Turn) -> MessageView:
     tool_s = float(seconds) if isinstance(seconds, int | float) else None
     status = turn.extra.get("status")
     shown = status if isinstance(status, str) and status != "done" else ""
+    thought = turn.extra.get("thought")
     return MessageView(
-        turn.role, turn.text, turn.path, turn.metrics, turn.attachments, records, tool_s, shown
+        turn.role,
+        turn.text,
+        turn.path,
+        turn.metrics,
+        turn.attachments,
+        records,
+        tool_s,
+        shown,
+        thought if isinstance(thought, str) else "",
     )
 
 
@@ -56,8 +66,8 @@ class ReplyRenderer(TurnRenderer):
         """``done``, ``stopped`` or ``failed`` once the path has ended."""
         self.failure: Failed | None = None
 
-    async def on_delta(self, event: Delta) -> None:
-        await self.view.append(event.text)
+    async def on_delta(self, event: ReplyDelta) -> None:
+        await self.view.append(event.text, event.thought)
 
     async def on_metrics(self, event: MetricsUpdate) -> None:
         self.view.show_metrics(event.metrics)
@@ -80,10 +90,12 @@ class ReplyRenderer(TurnRenderer):
         self.hooks.context_used(event.tokens)
 
     async def on_finished(self, event: Finished) -> None:
+        self.view.settle(event.text, event.thought)
         await self.view.finish(event.metrics)
         self._ended("done", event.metrics)
 
     async def on_cancelled(self, event: Cancelled) -> None:
+        self.view.settle(event.text, event.thought)
         await self.view.finish(event.metrics, "stopped")
         self._ended("stopped", event.metrics)
 
@@ -120,6 +132,8 @@ async def run_single(
     await _after(pool, path, renderer)
     if renderer.status is not None and (renderer.status != "failed" or view.text):
         extra = {"status": renderer.status, **pipeline.history_extra(path)}
+        if view.thought.text:
+            extra["thought"] = view.thought.text
         conversation.add_reply(view.text, path, view.metrics, extra)
 
 
@@ -144,6 +158,8 @@ async def run_compare(
                 "baseline_metrics": item.baseline.metrics.summary_line(),
                 **pipeline.history_extra("optimized"),
             }
+            if item.optimized.thought:
+                extra["thought"] = item.optimized.thought
             conversation.add_reply(item.optimized.text, "optimized", item.optimized.metrics, extra)
             return
         await dispatch(renderers[item.path], item.event)
@@ -152,6 +168,7 @@ async def run_compare(
         if renderer.status in ("stopped", "failed"):
             view.show_failure(f"the {path} path {renderer.status}")
             if renderer.view.text:
-                conversation.add_reply(
-                    renderer.view.text, path, renderer.view.metrics, {"status": renderer.status}
-                )
+                kept: dict[str, object] = {"status": renderer.status}
+                if renderer.view.thought.text:
+                    kept["thought"] = renderer.view.thought.text
+                conversation.add_reply(renderer.view.text, path, renderer.view.metrics, kept)

@@ -13,7 +13,7 @@ from backend.chat.store import ChatStore, StoreError
 from backend.engine.metrics import TurnMetrics
 from backend.media.attachment import Attachment, AttachmentError
 from backend.media.load import load_attachment
-from backend.messages import ChatMessage, MediaKind
+from backend.messages import ChatMessage, MediaKind, Role
 from backend.tools.transcript import transcript_from_json
 
 
@@ -36,6 +36,9 @@ class Conversation:
         self.system_prompt = ""
         self.turns: list[Turn] = []
         self.last_store_error: str | None = None
+        self.think: bool | None = None
+        """This chat's thinking mode (None: the setting's); its replies record it, so it is
+        remembered with the chat."""
         if store is not None and chat_id is not None:
             self._load(store, chat_id)
 
@@ -47,6 +50,8 @@ class Conversation:
             Turn(m.role, m.text, m.path, m.metrics, m.id, dict(m.extra), _reload(m.attachments, missing))
             for m in store.branch(chat_id)
         ]
+        said = [bool(t.extra["think"]) for t in self.turns if isinstance(t.extra.get("think"), bool)]
+        self.think = said[-1] if said else None
         if missing:
             self.last_store_error = (
                 f"{len(missing)} attachment(s) of this chat could not be loaded again: {'; '.join(missing)}"
@@ -72,11 +77,13 @@ class Conversation:
         for t in self.turns:
             kinds: tuple[MediaKind, ...] = tuple(a.kind for a in t.attachments)  # type: ignore[misc]
             transcript = t.extra.get("transcript")
-            text = t.text
+            text, thought = t.text, t.extra.get("thought", "")
             if t.role != "user" and isinstance(transcript, list):
                 out.extend(transcript_from_json(transcript))  # the turn's tool calls and responses
                 text = str(t.extra.get("final_text", t.text))  # earlier steps' text is in the transcript
-            out.append(ChatMessage("user" if t.role == "user" else "assistant", text, media=kinds))
+                thought = t.extra.get("final_thought", "")
+            role: Role = "user" if t.role == "user" else "assistant"
+            out.append(ChatMessage(role, text, media=kinds, thought=str(thought or "")))
         return out
 
     def attachments(self) -> list[Attachment]:
@@ -107,7 +114,10 @@ class Conversation:
     def add_reply(
         self, text: str, path: str, metrics: TurnMetrics | None, extra: dict[str, object] | None = None
     ) -> Turn:
-        self.turns.append(Turn("assistant", text, path, metrics, None, dict(extra or {})))
+        kept = dict(extra or {})
+        if self.think is not None:
+            kept.setdefault("think", self.think)
+        self.turns.append(Turn("assistant", text, path, metrics, None, kept))
         self._sync()
         return self.turns[-1]
 

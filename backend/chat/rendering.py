@@ -7,7 +7,8 @@ The chat app draws widgets from them, ``ask`` prints; both get every event of th
 from __future__ import annotations
 
 from backend.chat.turn import ENDINGS, HistoryTrimmed, PipelineEvent, PromptSized
-from backend.engine.protocol import Cancelled, Delta, Failed, Finished, MetricsUpdate, Started
+from backend.engine.protocol import Cancelled, Failed, Finished, MetricsUpdate, Started
+from backend.reply import ReplyDelta
 from backend.tools.loop import StepLimitReached, ToolFinished, ToolStarted
 
 
@@ -17,7 +18,8 @@ class TurnRenderer:
     async def on_started(self, event: Started) -> None:
         return None
 
-    async def on_delta(self, event: Delta) -> None:
+    async def on_delta(self, event: ReplyDelta) -> None:
+        """New answer text (``event.text``) and thought text (``event.thought``)."""
         return None
 
     async def on_metrics(self, event: MetricsUpdate) -> None:
@@ -53,7 +55,7 @@ async def dispatch(renderer: TurnRenderer, event: PipelineEvent) -> bool:
     match event:
         case Started():
             await renderer.on_started(event)
-        case Delta():
+        case ReplyDelta():
             await renderer.on_delta(event)
         case MetricsUpdate():
             await renderer.on_metrics(event)

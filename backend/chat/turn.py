@@ -39,6 +39,7 @@ from backend.errors import PromptTooLong
 from backend.media.attachment import Attachment, AttachmentError, media_payloads
 from backend.media.load import load_attachment
 from backend.messages import IMAGE_PLACEHOLDER, ChatMessage, RenderedPrompt
+from backend.reply import ReplyDelta, ReplyStream, finish_step, prompt_opens_thought, read_step
 from backend.settings import ToolSettings
 from backend.tools.loop import ToolEvent, ToolTurn
 from backend.tools.runner import ToolRecord, ToolRunner
@@ -85,6 +86,8 @@ class TurnOptions:
     """Drop the oldest turns of a chat that outgrows the window (else refuse the turn)."""
     too_long_fix: str = "Shorten the prompt, lower the reply budget, or raise --max-model-len."
     """What the user can do when the prompt does not fit (the app and the CLI differ)."""
+    think: bool = False
+    """Gemma 4's thinking mode: the prompt asks for a thought before the answer."""
     compare_settle_s: float | None = None
     """The pause between a comparison's paths (None: until stock vLLM's worker stops spinning after
     the baseline's request, ``backend.engine.quiet``), so the optimized path is timed alone."""
@@ -107,7 +110,7 @@ class PromptSized:
     window: int
 
 
-PipelineEvent = TurnEvent | ToolEvent | HistoryTrimmed | PromptSized
+PipelineEvent = TurnEvent | ReplyDelta | ToolEvent | HistoryTrimmed | PromptSized
 
 
 @dataclass(frozen=True)
@@ -212,7 +215,9 @@ class TurnPipeline:
     ) -> tuple[RenderedPrompt, int]:
         window, budget = target.info.max_model_len, self.options.sampling.max_tokens
         while True:
-            prompt = target.engine.render(self.source.messages() + transcript, tools)
+            prompt = target.engine.render(
+                self.source.messages() + transcript, tools, think=self.options.think
+            )
             # each attachment's placeholder is one token of the text; vLLM expands it
             media = self.source.attachments() + tool_media
             used = prompt.token_count + sum(a.tokens - 1 for a in media)
@@ -269,7 +274,7 @@ class TurnPipeline:
         elif self.tools is None:
             request = self._request(target, [], [])
             self._request_ids[target.name] = request.request_id
-            events = target.engine.stream(request)
+            events = _one_step(target.engine.stream(request), request.prompt)
         else:
             limits = self.tool_limits
             turn = ToolTurn(
@@ -314,8 +319,24 @@ class TurnPipeline:
             "tools": [r.to_json() for r in turn.records],
             "tool_seconds": round(turn.tool_seconds, 4),
             "final_text": turn.final_text,
+            "final_thought": turn.final_thought,
             "transcript": transcript_to_json(turn.transcript),
         }
+
+
+async def _one_step(events: AsyncIterator[TurnEvent], prompt: str) -> AsyncIterator[TurnEvent | ReplyDelta]:
+    """A turn without tools: the engine's events as the reader sees them (answer and thought apart)."""
+    thought_open = prompt_opens_thought(prompt)
+    stream = ReplyStream(thought_open)
+    async for event in events:
+        if isinstance(event, Finished | Cancelled):
+            reply = finish_step(event, thought_open)
+            metrics = replace(event.metrics, thought_tokens=stream.thought_tokens)
+            yield replace(event, text=reply.answer, thought=reply.thought, metrics=metrics)
+            continue
+        read = read_step(stream, event)
+        if read is not None:
+            yield read
 
 
 async def _stopped(request_id: str) -> AsyncIterator[TurnEvent]:

@@ -109,9 +109,9 @@ class DeferredEngine:
             await self.inner.shutdown()
 
     def render(
-        self, messages: list[ChatMessage], tools: list[dict[str, Any]] | None = None
+        self, messages: list[ChatMessage], tools: list[dict[str, Any]] | None = None, *, think: bool = False
     ) -> RenderedPrompt:
-        return self._engine().render(messages, tools)
+        return self._engine().render(messages, tools, think=think)
 
     def decode(self, token_ids: list[int]) -> str:
         return self._engine().decode(token_ids)

@@ -33,6 +33,8 @@ class TurnMetrics:
     acceptance_histogram: tuple[int, ...] | None = None
     """Speculative steps that accepted 0, 1, 2, ... drafts."""
     kv_cache_usage: float | None = None
+    thought_tokens: int = 0
+    """Of ``generated_tokens``, those of the reply's thinking (set by the turn pipeline)."""
 
     def summary_line(self) -> str:
         """One line of figures, as ``gemma-chat ask`` prints it."""
@@ -40,7 +42,7 @@ class TurnMetrics:
             f"TTFT {_fmt(self.ttft_s, 's', 3)}",
             f"prefill {_fmt(self.prefill_tokens_per_s, ' tok/s', 0)}",
             f"decode {_fmt(self.decode_tokens_per_s, ' tok/s', 1)}",
-            f"{self.generated_tokens} tokens ({self.prompt_tokens} prompt)",
+            f"{self.generated_tokens} tokens ({self._split()}{self.prompt_tokens} prompt)",
             f"end-to-end {_fmt(self.e2e_s, 's', 2)}",
         ]
         if self.drafted_tokens:
@@ -50,6 +52,9 @@ class TurnMetrics:
                 f" mean length {_fmt(self.mean_acceptance_length, '', 2)}"
             )
         return " · ".join(parts)
+
+    def _split(self) -> str:
+        return f"{self.thought_tokens} thought, " if self.thought_tokens else ""
 
 
 def _fmt(value: float | None, unit: str, digits: int) -> str:
@@ -143,4 +148,5 @@ def combine_metrics(steps: list[TurnMetrics]) -> TurnMetrics:
         drafted_tokens=sum(drafted) if drafted else None,
         accepted_tokens=sum(accepted) if accepted else None,
         mean_acceptance_length=last.mean_acceptance_length,
+        thought_tokens=sum(m.thought_tokens for m in steps),
     )

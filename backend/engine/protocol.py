@@ -75,6 +75,9 @@ class Finished:
     token_ids: tuple[int, ...]
     metrics: TurnMetrics
     finish_reason: str
+    thought: str = ""
+    """The reply's thinking, apart from ``text`` (set by the turn pipeline; an engine's own
+    ``text`` is the raw decoded reply)."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ class Cancelled:
     text: str
     token_ids: tuple[int, ...]
     metrics: TurnMetrics
+    thought: str = ""
 
 
 FailureReason = Literal["rejected", "engine_died", "not_running", "error"]
@@ -129,10 +133,11 @@ class Engine(Protocol):
     async def shutdown(self) -> None: ...
 
     def render(
-        self, messages: list[ChatMessage], tools: list[dict[str, Any]] | None = None
+        self, messages: list[ChatMessage], tools: list[dict[str, Any]] | None = None, *, think: bool = False
     ) -> RenderedPrompt:
         """The prompt for ``messages`` in the model's chat template (after ``start``), with
-        ``tools`` (OpenAI-style declarations) declared in the system turn."""
+        ``tools`` (OpenAI-style declarations) declared in the system turn; ``think`` turns on
+        the model's thinking mode."""
         ...
 
     def decode(self, token_ids: list[int]) -> str:

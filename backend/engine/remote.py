@@ -267,9 +267,9 @@ class RemoteEngine:
         return self._renderer
 
     def render(
-        self, messages: list[ChatMessage], tools: list[dict[str, Any]] | None = None
+        self, messages: list[ChatMessage], tools: list[dict[str, Any]] | None = None, *, think: bool = False
     ) -> RenderedPrompt:
-        return self._prompt_renderer().render(messages, tools)
+        return self._prompt_renderer().render(messages, tools, think=think)
 
     def decode(self, token_ids: list[int]) -> str:
         return str(self._prompt_renderer().tokenizer.decode(token_ids))

@@ -11,14 +11,14 @@ the timeline and ``transcript`` the messages to keep in the history (calls and r
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from backend.engine.metrics import TurnMetrics, combine_metrics
 from backend.engine.protocol import Cancelled, Engine, EngineRequest, Failed, Finished, TurnEvent
 from backend.errors import GemmaChatError
 from backend.messages import ChatMessage
-from backend.tools.gemma_format import ParsedOutput, parse_output
+from backend.reply import Reply, ReplyDelta, ReplyStream, finish_step, prompt_opens_thought, read_step
 from backend.tools.runner import ToolRecord, ToolRunner
 from backend.tools.spec import ToolCall
 
@@ -67,6 +67,8 @@ class ToolTurn:
     """The request streaming now (``abort`` it to stop the model)."""
     tool_seconds: float = 0.0
     cancelled: bool = False
+    final_thought: str = ""
+    """The last step's thinking."""
     final_text: str = ""
     """The last step's text alone (earlier steps' text is in ``transcript``): the history keeps it
     as the turn's closing message, so no text reaches the model twice."""
@@ -75,11 +77,13 @@ class ToolTurn:
         """Stop at the next boundary (the caller also aborts ``request_id`` to stop the model now)."""
         self.cancelled = True
 
-    async def run(self) -> AsyncIterator[TurnEvent | ToolEvent]:
+    async def run(self) -> AsyncIterator[TurnEvent | ReplyDelta | ToolEvent]:
         declarations = self.runner.registry.declarations()
         shown: list[str] = []
+        thoughts: list[str] = []
         token_ids: list[int] = []
         step_metrics: list[TurnMetrics] = []
+        stream = ReplyStream()
         first_id = ""
         for step in range(1, self.max_steps + 1):
             try:
@@ -91,49 +95,73 @@ class ToolTurn:
                 return
             self.request_id = request.request_id
             first_id = first_id or request.request_id
+            thought_open = prompt_opens_thought(request.prompt)
+            stream.next_step(thought_open)
             final: Finished | Cancelled | Failed | None = None
             async for event in self.engine.stream(request):
-                if isinstance(event, Finished | Cancelled | Failed):
+                if isinstance(event, Finished | Cancelled):
                     final = event
-                else:
-                    yield event
+                    continue
+                read = read_step(stream, event)
+                if isinstance(read, Failed):
+                    final = read
+                elif read is not None:
+                    yield read
             if isinstance(final, Failed) or final is None:
                 yield final or Failed(first_id, "The engine ended the turn without a result.")
                 return
             token_ids.extend(final.token_ids)
-            step_metrics.append(final.metrics)
-            parsed = parse_output(final.text)
-            self.final_text = parsed.content
-            if parsed.content:
-                shown.append(parsed.content)
+            step_metrics.append(replace(final.metrics, thought_tokens=stream.thought_tokens))
+            stream.thought_tokens = 0
+            reply = finish_step(final, thought_open)
+            self.final_text, self.final_thought = reply.answer, reply.thought
+            shown += [reply.answer] if reply.answer else []
+            thoughts += [reply.thought] if reply.thought else []
+            metrics = combine_metrics(step_metrics)
             if isinstance(final, Cancelled) or self.cancelled:
-                yield Cancelled(first_id, _joined(shown), tuple(token_ids), combine_metrics(step_metrics))
+                yield Cancelled(first_id, _joined(shown), tuple(token_ids), metrics, _joined(thoughts))
                 return
-            if not parsed.calls:
-                metrics = combine_metrics(step_metrics)
-                yield Finished(first_id, _joined(shown), tuple(token_ids), metrics, final.finish_reason)
+            if not reply.calls:
+                yield Finished(
+                    first_id,
+                    _joined(shown),
+                    tuple(token_ids),
+                    metrics,
+                    final.finish_reason,
+                    _joined(thoughts),
+                )
                 return
             last = step == self.max_steps
-            async for tool_event in self._run_calls(step, parsed, skip=last):
+            async for tool_event in self._run_calls(step, reply, skip=last):
                 yield tool_event
             if self.cancelled:
-                yield Cancelled(first_id, _joined(shown), tuple(token_ids), combine_metrics(step_metrics))
+                yield Cancelled(first_id, _joined(shown), tuple(token_ids), metrics, _joined(thoughts))
                 return
         yield StepLimitReached(self.max_steps)
-        self.final_text = f"(stopped after {self.max_steps} tool steps: the step limit)"
+        self.final_text, self.final_thought = (
+            f"(stopped after {self.max_steps} tool steps: the step limit)",
+            "",
+        )
         shown.append(self.final_text)
         yield Finished(
-            first_id, _joined(shown), tuple(token_ids), combine_metrics(step_metrics), "tool_steps"
+            first_id,
+            _joined(shown),
+            tuple(token_ids),
+            combine_metrics(step_metrics),
+            "tool_steps",
+            _joined(thoughts),
         )
 
-    async def _run_calls(self, step: int, parsed: ParsedOutput, skip: bool) -> AsyncIterator[ToolEvent]:
+    async def _run_calls(self, step: int, parsed: Reply, skip: bool) -> AsyncIterator[ToolEvent]:
         """Run the step's calls in order (``skip``: the last allowed step — the model could not read
         the results, so none runs)."""
         calls = [
             {"type": "function", "function": {"name": c.name or "unknown", "arguments": c.arguments}}
             for c in parsed.calls
         ]
-        self.transcript.append(ChatMessage("assistant", parsed.content, tool_calls=tuple(calls)))
+        self.transcript.append(
+            ChatMessage("assistant", parsed.answer, tool_calls=tuple(calls), thought=parsed.thought)
+        )
         for position, call in enumerate(parsed.calls):
             index = len(self.records)
             yield ToolStarted(step, index, call)

@@ -129,7 +129,7 @@ class ToolRunner:
                 message=f"there is no tool named {call.name!r} (tools: {known})",
             )
         try:
-            arguments = tool.validate(call.arguments)
+            arguments = tool.validate(tool.arguments_of(call))
         except ToolArgumentsError as error:
             return ToolRecord(
                 step, call.name, json_safe(call.arguments), "invalid_arguments", message=str(error)

@@ -72,11 +72,26 @@ class Tool:
         return strip_titles(self.arguments_model.model_json_schema())
 
     def declaration(self) -> dict[str, Any]:
-        """The OpenAI-style declaration the chat template renders as ``<|tool>declaration:…``."""
+        """The OpenAI-style declaration the chat template renders as ``<|tool>declaration:…``, its
+        parameters in the shape the template writes without loss (``backend.tools.declarations``)."""
+        from backend.tools.declarations import template_parameters
+
+        parameters = template_parameters(self.parameters())
         return {
             "type": "function",
-            "function": {"name": self.name, "description": self.description, "parameters": self.parameters()},
+            "function": {"name": self.name, "description": self.description, "parameters": parameters},
         }
+
+    def arguments_of(self, call: ToolCall) -> dict[str, Any]:
+        """The call's arguments as this tool's schema types them: what the model wrote without
+        ``<|"|>`` delimiters (``zip:02139``) stays text for a string parameter, a quoted number
+        becomes a number for a numeric one."""
+        from backend.tools.schema_values import to_schema
+
+        if call.written is None:
+            return call.arguments
+        typed = to_schema(call.written, self.parameters())
+        return typed if isinstance(typed, dict) else call.arguments
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Arguments coerced to the schema (``"3"`` → 3 for an int), or ``ToolArgumentsError``."""
@@ -159,3 +174,6 @@ class ToolCall:
     """The call as the model wrote it."""
     error: str | None = None
     """Set when the call text could not be parsed (then ``arguments`` is empty)."""
+    written: Any = None
+    """The arguments as written (``backend.tools.gemma_values.parse_written``: undelimited values
+    as ``Bare``), for the tool's schema to type; None for a call made in code."""

@@ -11,6 +11,7 @@ def transcript_to_json(messages: list[ChatMessage]) -> list[dict[str, Any]]:
     return [
         {"role": m.role, "text": m.text, "tool_calls": list(m.tool_calls), "name": m.name, "data": m.data}
         | ({"images": list(m.images)} if m.images else {})
+        | ({"thought": m.thought} if m.thought else {})
         for m in messages
     ]
 
@@ -24,6 +25,7 @@ def transcript_from_json(items: list[dict[str, Any]]) -> list[ChatMessage]:
             name=item.get("name"),
             data=item.get("data"),
             images=tuple(str(p) for p in item.get("images") or ()),
+            thought=str(item.get("thought") or ""),
         )
         for item in items
     ]

@@ -9,10 +9,10 @@ from textual.containers import Vertical
 from textual.widgets import Label, Markdown, Sparkline, Static
 from textual.widgets.markdown import MarkdownStream
 
+from app.tui.widgets.thought_block import ThoughtBlock
 from app.tui.widgets.tool_block import ToolBlock
 from backend.engine.metrics import TurnMetrics
 from backend.media.attachment import Attachment
-from backend.tools.gemma_format import VisibleStream
 from backend.tools.runner import ToolRecord
 from backend.tools.spec import ToolCall
 from backend.tools.timeline import duration_text
@@ -74,6 +74,7 @@ class MessageView(Vertical):
         tool_records: tuple[ToolRecord, ...] = (),
         tool_seconds: float | None = None,
         status: str = "",
+        thought: str = "",
     ) -> None:
         super().__init__(classes=f"message {role}")
         self.role = role
@@ -85,7 +86,7 @@ class MessageView(Vertical):
         """How a stored reply ended when it did not simply finish (``stopped``, ``failed``)."""
         self._stream: MarkdownStream | None = None
         self._rates: list[float] = []
-        self._visible = VisibleStream()
+        self.thought = ThoughtBlock(thought, metrics.thought_tokens if metrics else 0)
         self.tool_records = tool_records
         self.tool_seconds = tool_seconds
         self._blocks: dict[int, ToolBlock] = {}
@@ -102,6 +103,7 @@ class MessageView(Vertical):
         tools = Vertical(*(ToolBlock(record=r) for r in self.tool_records), classes="tools")
         tools.display = bool(self.tool_records)
         yield tools
+        yield self.thought
         yield Markdown(self.text, classes="body", parser_factory=chat_markdown)
         if self.role != "user":
             yield Sparkline([], classes="spark")
@@ -112,9 +114,11 @@ class MessageView(Vertical):
     def body(self) -> Markdown:
         return self.query_one(".body", Markdown)
 
-    async def append(self, fragment: str) -> None:
-        """Add streamed model text; tool-call markup and turn markers never show."""
-        fragment = self._visible.feed(fragment)
+    async def append(self, fragment: str, thought: str = "") -> None:
+        """Add streamed answer text (Markdown) and thought text (to the collapsed block above it);
+        the turn pipeline has already taken out tool calls and turn markers."""
+        if thought:
+            self.thought.append(thought)
         if not fragment:
             return
         if self._stream is None:
@@ -122,9 +126,14 @@ class MessageView(Vertical):
         self.text += fragment
         await self._stream.write(fragment)
 
+    def settle(self, text: str, thought: str) -> None:
+        """The reply as finally read (a marker may have re-sorted text that had streamed)."""
+        self.text = text
+        if thought != self.thought.text:
+            self.thought.set(thought)
+
     async def add_tool_call(self, index: int, call: ToolCall) -> None:
         """A call starts: its block joins the timeline (the next model step streams after it)."""
-        self._visible.next_step()
         block = ToolBlock(call)
         self._blocks[index] = block
         tools = self.query_one(".tools", Vertical)
@@ -161,6 +170,7 @@ class MessageView(Vertical):
             self.query_one(".figures", Static).update(f"{line} · {status}" if status else line)
             if metrics is not None:
                 self.metrics = metrics
+                self.thought.set(self.thought.text, metrics.thought_tokens)
 
     async def fail(self, message: str) -> None:
         """End the reply with an error block; whatever streamed before stays above it."""

@@ -1,4 +1,5 @@
-"""The top line: model, active path, engine state, MCP servers (ready/enabled) and the context gauge.
+"""The top line: model, active path, engine state, MCP servers (ready/enabled), the context gauge,
+and whether the next turn compares the paths or thinks.
 
 The line is shortened to fit, never cut: first the engine's stage detail goes, then the model
 name is abbreviated, then the labels and the gauge's bar narrow; the context figures
@@ -53,6 +54,7 @@ class StatusFigures:
     window: int
     compare_next: bool
     mcp: str = ""
+    think: bool = False
 
     def parts(self, level: Level) -> list[tuple[str, str]]:
         """``(label, value)`` pairs; the value is shown in bold."""
@@ -71,6 +73,8 @@ class StatusFigures:
         parts.append(("ctx ", f"{bar}{window}"))
         if self.compare_next:
             parts.append(("", "compare next" if level.labels else "compare"))
+        if self.think and level.gauge_width:
+            parts.append(("", "thinking" if level.labels else "think"))
         return parts
 
     def line(self, width: int) -> str:
@@ -99,6 +103,8 @@ class StatusBar(Static):
     compare_next: reactive[bool] = reactive(False)
     mcp: reactive[str] = reactive("")
     """MCP servers ready of enabled (``mcp 1/2…`` while some start); empty without servers."""
+    think: reactive[bool] = reactive(False)
+    """This chat's turns ask for Gemma 4's thinking mode."""
 
     def figures(self) -> StatusFigures:
         return StatusFigures(
@@ -110,6 +116,7 @@ class StatusBar(Static):
             self.context_window,
             self.compare_next,
             self.mcp,
+            self.think,
         )
 
     def render(self) -> str:

@@ -1,0 +1,171 @@
+"""What the model wrote, read as Gemma 4 writes it: thinking, answer text and tool calls.
+
+A reply decoded with its special tokens may hold a thought channel,
+``<|channel>thought\\n…<channel|>``, before the answer (thinking mode), or start inside one when
+the prompt opened it (the published template ends a prompt after tool results with
+``<|channel>thought\\n`` in thinking mode). A thought also ends at a tool call that follows it
+without ``<channel|>``. Some checkpoints write a bare ``thought\\n`` label without thinking mode;
+it is dropped, as vLLM's ``parse_thinking_output`` drops it. Text before a lone ``<channel|>``
+is thought too (vLLM reads it so). ``read_reply`` splits a whole reply; ``ReplyStream`` does it
+while the reply streams, handing out only text that will not be taken back (a possibly
+unfinished marker, label or call is held until it is known).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from backend.engine.protocol import Cancelled, Delta, Failed, Finished, MetricsUpdate, Started, TurnEvent
+from backend.tools.gemma_format import CALL_OPEN, parse_output
+from backend.tools.spec import ToolCall
+
+CHANNEL_OPEN = "<|channel>"
+CHANNEL_CLOSE = "<channel|>"
+LABEL = "thought\n"
+
+
+@dataclass(frozen=True)
+class Reply:
+    answer: str
+    """What the user reads: the text outside thoughts and calls, markers removed."""
+    thought: str
+    """The thinking, its label removed ("" when there was none)."""
+    calls: tuple[ToolCall, ...]
+
+
+def prompt_opens_thought(prompt: str) -> bool:
+    """Whether ``prompt`` ends inside an open thought channel (the reply then starts in it)."""
+    opened = prompt.rfind(CHANNEL_OPEN)
+    if opened == -1:
+        return False
+    closers = (CHANNEL_CLOSE, CALL_OPEN, "<|turn>", "<|tool_response>", "<turn|>")
+    return all(prompt.rfind(marker) < opened for marker in closers)
+
+
+def read_reply(text: str, *, thought_open: bool = False, complete: bool = False) -> Reply:
+    """``text`` split into answer, thought and calls (``complete``: the model ended it itself)."""
+    thoughts, rest = split_thought(text, thought_open)
+    parsed = parse_output(rest, complete=complete)
+    return Reply(_without_label(parsed.content), "\n\n".join(thoughts), parsed.calls)
+
+
+def split_thought(text: str, thought_open: bool = False) -> tuple[list[str], str]:
+    """The thought blocks of ``text`` (labels removed, empty ones dropped) and the rest of it."""
+    inside = thought_open or (CHANNEL_CLOSE in text and CHANNEL_OPEN not in text.split(CHANNEL_CLOSE)[0])
+    thoughts: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(text):
+        if not inside:
+            start = text.find(CHANNEL_OPEN, i)
+            rest.append(text[i:] if start == -1 else text[i:start])
+            if start == -1:
+                break
+            inside, i = True, start + len(CHANNEL_OPEN)
+            continue
+        close, call = text.find(CHANNEL_CLOSE, i), text.find(CALL_OPEN, i)
+        ends = [e for e in (close, call) if e != -1]
+        end = min(ends) if ends else len(text)
+        thoughts.append(text[i:end])
+        inside = False
+        i = end + len(CHANNEL_CLOSE) if end == close and ends else end
+    kept = [_without_label(t.strip()) for t in thoughts]
+    return [t for t in kept if t and not LABEL.startswith(t)], "".join(rest).replace(CHANNEL_CLOSE, "")
+
+
+def _without_label(text: str) -> str:
+    stripped = text.lstrip()
+    if stripped.startswith(LABEL):
+        return stripped[len(LABEL) :].strip()
+    return text
+
+
+def _held(text: str) -> str:
+    """``text`` less a tail that may still turn into the label (``thought`` before its newline)."""
+    stripped = text.lstrip()
+    return "" if stripped and LABEL.startswith(stripped) else text
+
+
+@dataclass(frozen=True)
+class Piece:
+    """New text of a streaming reply: for the answer and for the thought block."""
+
+    answer: str = ""
+    thought: str = ""
+
+
+class ReplyStream:
+    """A reply's pieces while it streams, across the steps of a tool turn (``next_step``)."""
+
+    def __init__(self, thought_open: bool = False) -> None:
+        self._raw = ""
+        self._thought_open = thought_open
+        self._answer = self._thought = ""
+        self._answer_before = self._thought_before = False
+        self.thought_tokens = 0
+        """Tokens that went to the thought block (the rest of the reply's tokens are the answer's)."""
+
+    def feed(self, delta: str, tokens: int = 0) -> Piece:
+        self._raw += delta
+        reply = read_reply(self._raw, thought_open=self._thought_open)
+        if self._in_thought(delta):
+            self.thought_tokens += tokens
+        answer = _held(reply.answer)
+        thought = reply.thought
+        new_answer = self._advance(answer, self._answer, self._answer_before)
+        new_thought = self._advance(thought, self._thought, self._thought_before)
+        if new_answer:
+            self._answer = answer
+        if new_thought:
+            self._thought = thought
+        return Piece(new_answer, new_thought)
+
+    @staticmethod
+    def _advance(now: str, shown: str, earlier_steps: bool) -> str:
+        if not now.startswith(shown) or len(now) == len(shown):
+            return ""
+        new = now[len(shown) :]
+        return "\n\n" + new if not shown and earlier_steps else new
+
+    def _in_thought(self, delta: str) -> bool:
+        """Whether the text just fed belongs to a thought: open at its end, or closed by it."""
+        opened = self._raw.rfind(CHANNEL_OPEN)
+        closed = max(self._raw.rfind(CHANNEL_CLOSE), self._raw.rfind(CALL_OPEN))
+        inside = opened > closed or (self._thought_open and closed == -1)
+        return inside or CHANNEL_CLOSE in delta
+
+    def next_step(self, thought_open: bool = False) -> None:
+        """A new model step of the same turn (after tool results) begins."""
+        self._answer_before = self._answer_before or bool(self._answer)
+        self._thought_before = self._thought_before or bool(self._thought)
+        self._raw, self._answer, self._thought = "", "", ""
+        self._thought_open = thought_open
+
+
+@dataclass(frozen=True)
+class ReplyDelta:
+    """New text of a reply as the user reads it: answer and thought apart, markers and calls
+    removed (the turn pipeline makes these from the engine's raw ``Delta`` events)."""
+
+    request_id: str
+    text: str
+    thought: str
+    token_ids: tuple[int, ...]
+
+
+def read_step(stream: ReplyStream, event: TurnEvent) -> ReplyDelta | Started | MetricsUpdate | Failed | None:
+    """A step's raw engine event as the reader sees it (None: a delta that shows nothing yet).
+    ``Finished``/``Cancelled`` are not handled here: ``finish_step`` reads the whole reply."""
+    if isinstance(event, Delta):
+        piece = stream.feed(event.text, len(event.token_ids))
+        return ReplyDelta(event.request_id, piece.answer, piece.thought, event.token_ids)
+    if isinstance(event, Finished | Cancelled):
+        raise TypeError("a step's end goes to finish_step")
+    return event
+
+
+def finish_step(end: Finished | Cancelled, thought_open: bool) -> Reply:
+    """The whole reply of a step that ended (a call the model closed with its stop token counts
+    only when it ended on its own)."""
+    complete = isinstance(end, Finished) and end.finish_reason not in ("length", "abort")
+    return read_reply(end.text, thought_open=thought_open, complete=complete)
