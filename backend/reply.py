@@ -22,6 +22,9 @@ from backend.tools.spec import ToolCall
 CHANNEL_OPEN = "<|channel>"
 CHANNEL_CLOSE = "<channel|>"
 LABEL = "thought\n"
+MARKERS = (CHANNEL_OPEN, CHANNEL_CLOSE, CALL_OPEN, "<tool_call|>", "<|tool_response>", "<tool_response|>",
+           "<|turn>", "<turn|>", "<eos>", '<|"|>')  # fmt: skip
+"""Special tokens a reply may hold; a server may split one across two chunks."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,15 @@ def _without_label(text: str) -> str:
     return text
 
 
+def _complete_markers(text: str) -> str:
+    """``text`` less a tail that may be the start of a marker split across chunks (``<|tool_c``)."""
+    start = text.rfind("<")
+    tail = text[start:] if start != -1 else ""
+    if tail and ">" not in tail and any(m.startswith(tail) for m in MARKERS):
+        return text[:start]
+    return text
+
+
 def _held(text: str) -> str:
     """``text`` less a tail that may still turn into the label (``thought`` before its newline)."""
     stripped = text.lstrip()
@@ -107,11 +119,16 @@ class ReplyStream:
 
     def feed(self, delta: str, tokens: int = 0) -> Piece:
         self._raw += delta
-        reply = read_reply(self._raw, thought_open=self._thought_open)
         if self._in_thought(delta):
             self.thought_tokens += tokens
-        answer = _held(reply.answer)
-        thought = reply.thought
+        reply = read_reply(_complete_markers(self._raw), thought_open=self._thought_open)
+        return self._show(_held(reply.answer), reply.thought)
+
+    def flush(self, answer: str, thought: str) -> Piece:
+        """What is left to show of a step's final ``answer`` and ``thought`` (held tails included)."""
+        return self._show(answer, thought)
+
+    def _show(self, answer: str, thought: str) -> Piece:
         new_answer = self._advance(answer, self._answer, self._answer_before)
         new_thought = self._advance(thought, self._thought, self._thought_before)
         if new_answer:

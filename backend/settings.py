@@ -175,7 +175,7 @@ class Settings(BaseSettings):
     """Reply budget in tokens for chat turns."""
     think: bool = False
     """Gemma 4's thinking mode for new chats: the model writes a thought before its answer (shown
-    collapsed). Off by default, as in the model's chat template; each chat keeps its own (F4)."""
+    collapsed). Off by default, as in the model's chat template; each chat keeps its own (F6)."""
     trim_history: bool = False
     """Drop the oldest turns of a chat that outgrows the context window (and say so) instead of refusing."""
     data_dir: Path | None = None
@@ -183,7 +183,7 @@ class Settings(BaseSettings):
     theme: str = "textual-dark"
     """Textual theme name (Ctrl+P → theme to try them)."""
     keymap: dict[str, str] = Field(default_factory=dict)
-    """Rebind keys by binding id, e.g. ``toggle_path = "f6"`` (see F1 for the ids)."""
+    """Rebind keys by binding id, e.g. ``toggle_path = "f7"`` (see F1 for the ids)."""
 
     def history_path(self) -> Path:
         return (self.data_dir or paths.data_dir()) / "history.db"

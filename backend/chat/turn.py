@@ -331,6 +331,9 @@ async def _one_step(events: AsyncIterator[TurnEvent], prompt: str) -> AsyncItera
     async for event in events:
         if isinstance(event, Finished | Cancelled):
             reply = finish_step(event, thought_open)
+            rest = stream.flush(reply.answer, reply.thought)
+            if rest.answer or rest.thought:
+                yield ReplyDelta(event.request_id, rest.answer, rest.thought, ())
             metrics = replace(event.metrics, thought_tokens=stream.thought_tokens)
             yield replace(event, text=reply.answer, thought=reply.thought, metrics=metrics)
             continue

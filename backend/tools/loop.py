@@ -114,6 +114,9 @@ class ToolTurn:
             step_metrics.append(replace(final.metrics, thought_tokens=stream.thought_tokens))
             stream.thought_tokens = 0
             reply = finish_step(final, thought_open)
+            rest = stream.flush(reply.answer, reply.thought)
+            if rest.answer or rest.thought:
+                yield ReplyDelta(final.request_id, rest.answer, rest.thought, ())
             self.final_text, self.final_thought = reply.answer, reply.thought
             shown += [reply.answer] if reply.answer else []
             thoughts += [reply.thought] if reply.thought else []
