@@ -1,5 +1,6 @@
-"""The README and docs/: every relative link and #anchor resolves, the README stays short, and its
-keys table is the app's bindings.
+"""The README and docs/: every relative link and #anchor resolves, the README stays short, its
+keys table is the app's bindings, and the configuration they show loads (docs/configuration.md
+showing every setting).
 
 Anchors follow GitHub's rule for a heading's id: the heading's text without its Markdown, lower
 case, every character that is not a letter, digit, space, ``-`` or ``_`` dropped, each space a
@@ -12,6 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 ROOT = Path(__file__).resolve().parent.parent
 README_MAX_LINES = 300
@@ -162,3 +164,60 @@ def test_readme_keys_table_is_the_apps_bindings() -> None:
         assert shown_key(key) in table[binding_id], (
             f"{binding_id}: the app binds {key}, the README says {table[binding_id]}"
         )
+
+
+def toml_blocks(path: Path) -> list[str]:
+    return re.findall(r"^```toml\n(.*?)^```", path.read_text(encoding="utf-8"), re.DOTALL | re.MULTILINE)
+
+
+def setting_keys(model: type[BaseModel], prefix: str = "") -> set[str]:
+    """Every settings key, dotted (``engine.max_model_len``); a table's own name too."""
+    keys = set()
+    for name, field in model.model_fields.items():
+        key = prefix + (field.alias or name)
+        keys.add(key)
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel) and name != "mcp":
+            keys |= setting_keys(annotation, key + ".")
+    return keys
+
+
+def documented_keys(block: str) -> set[str]:
+    keys, table = set(), ""
+    for line in block.splitlines():
+        line = (
+            line.split("#", 1)[0].strip() if not line.lstrip().startswith("# ") else line.lstrip("# ").strip()
+        )
+        header = re.match(r"^\[([\w.]+)\]$", line)
+        if header:
+            table = header.group(1) + "."
+            keys.add(header.group(1))
+        elif "=" in line:
+            keys.add(table + line.split("=", 1)[0].strip())
+    return keys
+
+
+def test_configuration_doc_loads_and_names_every_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from backend.settings import Settings, load_settings
+
+    (block,) = toml_blocks(ROOT / "docs" / "configuration.md")
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "config.toml").write_text(
+        block.replace("[mcp.servers.NAME]", "[mcp.servers.time]")
+    )
+    monkeypatch.setenv("GEMMA_CHAT_HOME", str(tmp_path))
+    load_settings()  # as documented, the file is a valid config
+    missing = setting_keys(Settings) - documented_keys(block) - {"mcp.servers", "mcp.import"}
+    assert not missing, f"docs/configuration.md does not show {sorted(missing)}"
+
+
+def test_readme_configuration_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from backend.settings import load_settings
+
+    (block,) = toml_blocks(ROOT / "README.md")
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "config.toml").write_text(block)
+    monkeypatch.setenv("GEMMA_CHAT_HOME", str(tmp_path))
+    assert load_settings().engine.max_model_len == 8192
