@@ -264,7 +264,7 @@ def _explained(error: ValidationError, flags: dict[str, Any], engine_flags: dict
         )
     return SettingsError(
         f"{where}: {key} = {problem.get('input')!r} is not valid: {problem['msg']}.",
-        "See the README's Configuration section for each setting's values.",
+        "See docs/configuration.md for each setting's values.",
     )
 
 
