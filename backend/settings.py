@@ -183,7 +183,7 @@ class Settings(BaseSettings):
     theme: str = "textual-dark"
     """Textual theme name (Ctrl+P → theme to try them)."""
     keymap: dict[str, str] = Field(default_factory=dict)
-    """Rebind keys by binding id, e.g. ``toggle_path = "f7"`` (see F1 for the ids)."""
+    """Rebind keys by binding id, e.g. ``toggle_path = "f12"`` (see F1 for the ids)."""
 
     def history_path(self) -> Path:
         return (self.data_dir or paths.data_dir()) / "history.db"

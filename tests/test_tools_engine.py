@@ -24,11 +24,11 @@ from backend.tools.sandbox import Sandbox
 pytestmark = pytest.mark.engine
 
 
-def _forcing_builder(engine: VllmEngine, script: list[str], seen: list[EngineRequest]):  # type: ignore[no-untyped-def]
+def _forcing_builder(engine: VllmEngine, script: list[str], seen: list[EngineRequest], think: bool = False):  # type: ignore[no-untyped-def]
     tokenizer = engine._prompt_renderer().tokenizer
 
     def build(messages: list[ChatMessage], tools: list[dict[str, object]]) -> EngineRequest:
-        prompt = engine.render(messages, tools)  # type: ignore[arg-type]
+        prompt = engine.render(messages, tools, think=think)  # type: ignore[arg-type]
         forced = tokenizer(script[len(seen)], add_special_tokens=False)["input_ids"]
         request = EngineRequest(
             f"tools-{len(seen)}",
@@ -88,6 +88,37 @@ async def test_forced_tool_calls_run_and_their_results_reach_the_next_prompt(
     forced = [tokenizer(s, add_special_tokens=False)["input_ids"] for s in (step1, step2)]
     assert list(final.token_ids) == forced[0] + forced[1]
     assert final.metrics.generated_tokens == len(final.token_ids)
+
+
+async def test_a_thinking_turn_whose_call_ends_at_the_stop_token(
+    eager_engine: VllmEngine, tmp_path: Path
+) -> None:
+    """Thinking mode on the real engine: the thought is read apart, a call the model closed with its
+    end-of-turn token (a stop token: it never reaches the text) runs, and the prompt after the
+    results opens the thought channel, as the published template does."""
+    call = format_call("calculator", {"expression": "6 * 7"}).removesuffix("<tool_call|>")
+    step1 = "<|channel>thought\nNeed the calculator.<channel|>" + call + "<turn|>"
+    step2 = "It is 42, I am sure.<channel|>The answer is 42.<turn|>"
+    seen: list[EngineRequest] = []
+    runner = ToolRunner(ToolRegistry.load(ToolContext(Sandbox.of([tmp_path])), plugins=lambda: []))
+    turn = ToolTurn(
+        eager_engine,
+        runner,
+        [ChatMessage("user", "What is six times seven?")],
+        _forcing_builder(eager_engine, [step1, step2], seen, think=True),
+    )
+    events = [event async for event in turn.run()]
+    final = events[-1]
+    assert isinstance(final, Finished), final
+    assert (final.text, final.thought) == (
+        "The answer is 42.",
+        "Need the calculator.\n\nIt is 42, I am sure.",
+    )
+    assert [(r.name, r.status, r.result) for r in turn.records] == [("calculator", "ok", 42)]
+    assert "<|think|>" in seen[0].prompt
+    assert seen[1].prompt.endswith("<tool_response|><|channel>thought\n")
+    assert final.metrics.thought_tokens > 0
+    assert final.metrics.thought_tokens < final.metrics.generated_tokens
 
 
 async def test_a_malformed_forced_call_goes_back_to_the_model(

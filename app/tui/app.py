@@ -57,7 +57,8 @@ class GemmaChatApp(ChatActions, AttachActions, ToolActions, ReportingApp):
         Binding("ctrl+l", "chats", "Chats", id="chats"),
         Binding("ctrl+r", "regenerate", "Regenerate", id="regenerate"),
         Binding("f4", "edit_last", "Edit last", id="edit_last"),
-        Binding("f6", "toggle_think", "Think", id="toggle_think"),
+        # priority: over the prompt's own F6 (select line); in F1 and the palette, not the footer
+        Binding("f6", "toggle_think", "Think", show=False, priority=True, id="toggle_think"),
         Binding("f9", "system_prompt", "System prompt", show=False, id="system_prompt"),
         Binding("f5", "copy_reply", "Copy reply", show=False, id="copy_reply"),
         Binding("f8", "copy_code", "Copy code", show=False, id="copy_code"),
