@@ -56,31 +56,28 @@ class TextPath(PathOutput):
         if event.thought:
             self._thought(event.thought)
         piece = event.text
-        if piece and self.thinking:  # the answer starts below the thought
-            self._end_thought()
-            piece = piece.lstrip("\n")
-        if piece and self.after_tool:  # the answer starts below the timeline lines
+        if piece and self.thinking:  # the answer starts below the thought, after a blank line
+            self.thinking = False
+            piece = "\n\n" + piece.lstrip("\n")
+        elif piece and self.after_tool:  # the answer starts below the timeline lines
             piece = "\n" + piece.lstrip("\n")
-            self.after_tool = False
+        self.after_tool = self.after_tool and not piece
         sys.stdout.write(piece)
         sys.stdout.flush()
 
     def _thought(self, text: str) -> None:
-        """Thinking, dimmed on a terminal, each line marked so a pipe can tell it from the answer."""
+        """Thinking, dimmed on a terminal, its lines marked so a pipe can tell it from the answer."""
+        lead = ""
         if not self.thinking:
             self.thinking = True
-            text = "thought: " + text.lstrip("\n")
+            lead, text = ("\n" if self.after_tool else "") + "thought: ", text.lstrip("\n")
+            self.after_tool = False
         text = text.replace("\n", "\n  ")
-        sys.stdout.write(f"\x1b[2m{text}\x1b[0m" if self.dim else text)
+        sys.stdout.write(f"{lead}\x1b[2m{text}\x1b[0m" if self.dim else lead + text)
         sys.stdout.flush()
 
-    def _end_thought(self) -> None:
-        self.thinking = False
-        sys.stdout.write("\n\n")
-
     async def on_tool_started(self, event: ToolStarted) -> None:
-        if self.thinking:
-            self._end_thought()
+        self.thinking = False  # the timeline line starts below the thought
 
     async def on_tool_finished(self, event: ToolFinished) -> None:
         await super().on_tool_finished(event)
