@@ -42,6 +42,10 @@ async def test_f6_turns_thinking_on_for_this_chat_and_the_prompt_asks_for_it(tmp
         assert block.display and block.collapsed, "shown, collapsed"
         assert block.text == "The user greets me. I should greet back."
         assert "thought" in str(block.title) and "<|channel>" not in reply.text
+        thought_tokens = reply.metrics.thought_tokens if reply.metrics else 0
+        assert thought_tokens > 0 and f"tokens ({thought_tokens} thought)" in str(
+            reply.query_one(".figures").render()
+        )
         block.collapsed = False  # Enter or a click on its title opens it
         await pilot.pause()
         assert block.view.visible

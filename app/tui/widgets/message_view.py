@@ -30,7 +30,8 @@ def figures_line(metrics: TurnMetrics | None, path: str | None, tool_s: float | 
         parts.append(f"TTFT {metrics.ttft_s * 1000:.0f} ms")
     if metrics.prefill_tokens_per_s is not None:
         parts.append(f"prefill {metrics.prefill_tokens_per_s:.0f} tok/s")
-    parts.append(f"{metrics.generated_tokens} tokens")
+    thought = f" ({metrics.thought_tokens} thought)" if metrics.thought_tokens else ""
+    parts.append(f"{metrics.generated_tokens} tokens{thought}")
     if metrics.drafted_tokens:
         rate = (metrics.accepted_tokens or 0) / metrics.drafted_tokens
         parts.append(f"spec {rate:.0%} accepted")

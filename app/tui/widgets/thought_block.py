@@ -18,7 +18,7 @@ class ThoughtBlock(Collapsible):
 
     def _heading(self) -> str:
         counted = f" · {self.tokens} tokens" if self.tokens else ""
-        return f"💭 thought{counted}"
+        return f"thought{counted}"
 
     def append(self, fragment: str) -> None:
         self.set(self.text + fragment)
