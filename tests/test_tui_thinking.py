@@ -49,6 +49,9 @@ async def test_f6_turns_thinking_on_for_this_chat_and_the_prompt_asks_for_it(tmp
         block.collapsed = False  # Enter or a click on its title opens it
         await pilot.pause()
         assert block.view.visible
+        markdown = app.export("markdown").read_text()
+        assert "<summary>thought</summary>" in markdown and "> The user greets me." in markdown
+        assert "<|channel>" not in markdown
     store = ChatStore(tmp_path / "history.db")
     chat = store.last_chat()
     assert chat is not None

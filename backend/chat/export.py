@@ -27,6 +27,10 @@ def chat_markdown(conversation: Conversation) -> str:
                 lines.append(f"- `{timeline_line(record)}`")
                 lines += [f"  ![image {n}]({path})" for n, path in enumerate(record.images, 1)]
             lines.append("")
+        thought = turn.extra.get("thought")
+        if isinstance(thought, str) and thought:
+            quoted = "\n".join(f"> {line}" if line else ">" for line in thought.splitlines())
+            lines += ["<details><summary>thought</summary>", "", quoted, "", "</details>", ""]
         lines += [turn.text, ""]
         if turn.metrics is not None:
             m = turn.metrics
