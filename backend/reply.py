@@ -6,7 +6,7 @@ the prompt opened it (the published template ends a prompt after tool results wi
 ``<|channel>thought\\n`` in thinking mode). A thought also ends at a tool call that follows it
 without ``<channel|>``. Some checkpoints write a bare ``thought\\n`` label without thinking mode;
 it is dropped, as vLLM's ``parse_thinking_output`` drops it. Text before a lone ``<channel|>``
-is thought too (vLLM reads it so). ``read_reply`` splits a whole reply; ``ReplyStream`` does it
+is thought too where thinking was asked for. ``read_reply`` splits a whole reply; ``ReplyStream`` does it
 while the reply streams, handing out only text that will not be taken back (a possibly
 unfinished marker, label or call is held until it is known).
 """
@@ -36,25 +36,39 @@ class Reply:
     calls: tuple[ToolCall, ...]
 
 
-def prompt_opens_thought(prompt: str) -> bool:
-    """Whether ``prompt`` ends inside an open thought channel (the reply then starts in it)."""
-    opened = prompt.rfind(CHANNEL_OPEN)
-    if opened == -1:
-        return False
-    closers = (CHANNEL_CLOSE, CALL_OPEN, "<|turn>", "<|tool_response>", "<turn|>")
-    return all(prompt.rfind(marker) < opened for marker in closers)
+@dataclass(frozen=True)
+class Prompted:
+    """What a reply's prompt says about how to read the reply."""
+
+    thought_open: bool = False
+    """The prompt ends inside an open thought channel: the reply starts in it."""
+    thinking: bool = False
+    """Thinking mode was asked for (``<|think|>``): a lone ``<channel|>`` ends a thought."""
+
+    @classmethod
+    def by(cls, prompt: str) -> Prompted:
+        opened = prompt.rfind(CHANNEL_OPEN)
+        closers = (CHANNEL_CLOSE, CALL_OPEN, "<|turn>", "<|tool_response>", "<turn|>")
+        inside = opened != -1 and all(prompt.rfind(marker) < opened for marker in closers)
+        return cls(thought_open=inside, thinking="<|think|>" in prompt)
 
 
-def read_reply(text: str, *, thought_open: bool = False, complete: bool = False) -> Reply:
+def read_reply(text: str, prompted: Prompted = Prompted(), *, complete: bool = False) -> Reply:
     """``text`` split into answer, thought and calls (``complete``: the model ended it itself)."""
-    thoughts, rest = split_thought(text, thought_open)
+    thoughts, rest = split_thought(text, prompted)
     parsed = parse_output(rest, complete=complete)
     return Reply(_without_label(parsed.content), "\n\n".join(thoughts), parsed.calls)
 
 
-def split_thought(text: str, thought_open: bool = False) -> tuple[list[str], str]:
-    """The thought blocks of ``text`` (labels removed, empty ones dropped) and the rest of it."""
-    inside = thought_open or (CHANNEL_CLOSE in text and CHANNEL_OPEN not in text.split(CHANNEL_CLOSE)[0])
+def split_thought(text: str, prompted: Prompted = Prompted()) -> tuple[list[str], str]:
+    """The thought blocks of ``text`` (labels removed, empty ones dropped) and the rest of it.
+
+    Text before a ``<channel|>`` that no ``<|channel>`` opened is thought where thinking was
+    asked for or the text starts with the ``thought`` label (vLLM reads it as thought always; a
+    stray marker after a plain answer would then hide the whole answer)."""
+    lone = CHANNEL_CLOSE in text and CHANNEL_OPEN not in text.split(CHANNEL_CLOSE)[0]
+    labelled = text.lstrip().startswith(LABEL)
+    inside = prompted.thought_open or (lone and (prompted.thinking or labelled))
     thoughts: list[str] = []
     rest: list[str] = []
     i = 0
@@ -109,9 +123,9 @@ class Piece:
 class ReplyStream:
     """A reply's pieces while it streams, across the steps of a tool turn (``next_step``)."""
 
-    def __init__(self, thought_open: bool = False) -> None:
+    def __init__(self, prompted: Prompted = Prompted()) -> None:
         self._raw = ""
-        self._thought_open = thought_open
+        self._prompted = prompted
         self._answer = self._thought = ""
         self._answer_before = self._thought_before = False
         self.thought_tokens = 0
@@ -121,7 +135,7 @@ class ReplyStream:
         self._raw += delta
         if self._in_thought(delta):
             self.thought_tokens += tokens
-        reply = read_reply(_complete_markers(self._raw), thought_open=self._thought_open)
+        reply = read_reply(_complete_markers(self._raw), self._prompted)
         return self._show(_held(reply.answer), reply.thought)
 
     def flush(self, answer: str, thought: str) -> Piece:
@@ -148,15 +162,16 @@ class ReplyStream:
         """Whether the text just fed belongs to a thought: open at its end, or closed by it."""
         opened = self._raw.rfind(CHANNEL_OPEN)
         closed = max(self._raw.rfind(CHANNEL_CLOSE), self._raw.rfind(CALL_OPEN))
-        inside = opened > closed or (self._thought_open and closed == -1)
-        return inside or CHANNEL_CLOSE in delta
+        inside = opened > closed or (self._prompted.thought_open and closed == -1)
+        closing = self._raw.find(CHANNEL_CLOSE, max(0, len(self._raw) - len(delta) - len(CHANNEL_CLOSE) + 1))
+        return inside or closing != -1
 
-    def next_step(self, thought_open: bool = False) -> None:
+    def next_step(self, prompted: Prompted = Prompted()) -> None:
         """A new model step of the same turn (after tool results) begins."""
         self._answer_before = self._answer_before or bool(self._answer)
         self._thought_before = self._thought_before or bool(self._thought)
         self._raw, self._answer, self._thought = "", "", ""
-        self._thought_open = thought_open
+        self._prompted = prompted
 
 
 @dataclass(frozen=True)
@@ -181,8 +196,8 @@ def read_step(stream: ReplyStream, event: TurnEvent) -> ReplyDelta | Started | M
     return event
 
 
-def finish_step(end: Finished | Cancelled, thought_open: bool) -> Reply:
+def finish_step(end: Finished | Cancelled, prompted: Prompted) -> Reply:
     """The whole reply of a step that ended (a call the model closed with its stop token counts
     only when it ended on its own)."""
     complete = isinstance(end, Finished) and end.finish_reason not in ("length", "abort")
-    return read_reply(end.text, thought_open=thought_open, complete=complete)
+    return read_reply(end.text, prompted, complete=complete)

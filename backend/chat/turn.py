@@ -39,7 +39,7 @@ from backend.errors import PromptTooLong
 from backend.media.attachment import Attachment, AttachmentError, media_payloads
 from backend.media.load import load_attachment
 from backend.messages import IMAGE_PLACEHOLDER, ChatMessage, RenderedPrompt
-from backend.reply import ReplyDelta, ReplyStream, finish_step, prompt_opens_thought, read_step
+from backend.reply import Prompted, ReplyDelta, ReplyStream, finish_step, read_step
 from backend.settings import ToolSettings
 from backend.tools.loop import ToolEvent, ToolTurn
 from backend.tools.runner import ToolRecord, ToolRunner
@@ -326,11 +326,11 @@ class TurnPipeline:
 
 async def _one_step(events: AsyncIterator[TurnEvent], prompt: str) -> AsyncIterator[TurnEvent | ReplyDelta]:
     """A turn without tools: the engine's events as the reader sees them (answer and thought apart)."""
-    thought_open = prompt_opens_thought(prompt)
-    stream = ReplyStream(thought_open)
+    prompted = Prompted.by(prompt)
+    stream = ReplyStream(prompted)
     async for event in events:
         if isinstance(event, Finished | Cancelled):
-            reply = finish_step(event, thought_open)
+            reply = finish_step(event, prompted)
             rest = stream.flush(reply.answer, reply.thought)
             if rest.answer or rest.thought:
                 yield ReplyDelta(event.request_id, rest.answer, rest.thought, ())

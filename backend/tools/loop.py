@@ -18,7 +18,7 @@ from backend.engine.metrics import TurnMetrics, combine_metrics
 from backend.engine.protocol import Cancelled, Engine, EngineRequest, Failed, Finished, TurnEvent
 from backend.errors import GemmaChatError
 from backend.messages import ChatMessage
-from backend.reply import Reply, ReplyDelta, ReplyStream, finish_step, prompt_opens_thought, read_step
+from backend.reply import Prompted, Reply, ReplyDelta, ReplyStream, finish_step, read_step
 from backend.tools.runner import ToolRecord, ToolRunner
 from backend.tools.spec import ToolCall
 
@@ -95,8 +95,8 @@ class ToolTurn:
                 return
             self.request_id = request.request_id
             first_id = first_id or request.request_id
-            thought_open = prompt_opens_thought(request.prompt)
-            stream.next_step(thought_open)
+            prompted = Prompted.by(request.prompt)
+            stream.next_step(prompted)
             final: Finished | Cancelled | Failed | None = None
             async for event in self.engine.stream(request):
                 if isinstance(event, Finished | Cancelled):
@@ -113,7 +113,7 @@ class ToolTurn:
             token_ids.extend(final.token_ids)
             step_metrics.append(replace(final.metrics, thought_tokens=stream.thought_tokens))
             stream.thought_tokens = 0
-            reply = finish_step(final, thought_open)
+            reply = finish_step(final, prompted)
             rest = stream.flush(reply.answer, reply.thought)
             if rest.answer or rest.thought:
                 yield ReplyDelta(final.request_id, rest.answer, rest.thought, ())
