@@ -42,7 +42,18 @@ def test_what_a_prompt_says() -> None:
 
 def test_the_stream_shows_thought_and_answer_and_never_a_marker() -> None:
     stream = ReplyStream(THINKING)
-    chunks = ["<|chan", "nel>thou", "ght", "\nI think", " more", "<chan", "nel|>The", " answer.", "<tu", "rn|>"]
+    chunks = [
+        "<|chan",
+        "nel>thou",
+        "ght",
+        "\nI think",
+        " more",
+        "<chan",
+        "nel|>The",
+        " answer.",
+        "<tu",
+        "rn|>",
+    ]
     pieces = [stream.feed(c, 1) for c in chunks]
     assert "".join(p.thought for p in pieces) == "I think more"
     assert "".join(p.answer for p in pieces) == "The answer."
@@ -61,7 +72,7 @@ def test_the_stream_holds_a_possible_label_and_flushes_at_the_end() -> None:
 
 def test_steps_of_a_tool_turn_are_set_apart() -> None:
     stream = ReplyStream()
-    first = stream.feed("Checking.").answer + stream.feed(f"<|tool_call>call:f{{}}<tool_call|>").answer
+    first = stream.feed("Checking.").answer + stream.feed("<|tool_call>call:f{}<tool_call|>").answer
     stream.next_step(Prompted(thought_open=True))
     second = stream.feed("Seen it.<channel|>").thought + stream.feed("Done.").answer
     assert (first, second) == ("Checking.", "Seen it.\n\nDone.")
