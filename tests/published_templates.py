@@ -10,7 +10,12 @@ from pathlib import Path
 
 import pytest
 
-FOLDER = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "gemma4-templates"
+_WHERE = Path("shared") / "fixtures" / "gemma4-templates"
+FOLDER = next(
+    (up / _WHERE for up in Path(__file__).resolve().parents if (up / _WHERE).is_dir()),
+    Path(__file__).resolve().parents[2] / _WHERE,
+)
+"""The fixtures folder: in the workspace's shared/ beside the clone (or any folder above it)."""
 CURRENT = "e2b-2026-07-09"
 """google/gemma-4-E2B-it's current revision: the one the project's own template must equal."""
 REVISIONS = ("launch-2026-04-01", "e2b-2026-04-13", "e2b-2026-04-29", "e2b-2026-07-09", "31b-2026-07-09")

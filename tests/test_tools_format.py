@@ -61,6 +61,25 @@ def test_an_unterminated_call_is_reported_not_raised() -> None:
 
 
 @pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        ("{city:New York}", "'New York' is not a value"),  # the model's own mistake: it must read why
+        ("{n:1 2,m:3}", "'1 2' is not a value"),
+        ("{n:1,m}", "a key has no value"),
+        ('{city:<|"|>New Yo', "cut off"),  # the text ends inside the arguments: the call is not whole
+        ("{n:1,m", "cut off"),
+        ("{n:[1,2", "cut off"),
+        ("{n:{a:1}", "cut off"),
+    ],
+)
+def test_a_call_the_stop_token_closed_says_what_is_wrong_with_it(body: str, error: str) -> None:
+    """The model ended the reply itself inside a call: a call it wrote whole but wrong gets the
+    reason (not "cut off", which would make the model repeat it); one the text ends inside is cut off."""
+    (call,) = parse_output(f"<|tool_call>call:weather{body}", complete=True).calls
+    assert call.error is not None and error in call.error, call.error
+
+
+@pytest.mark.parametrize(
     "body",
     [
         f"call:calc{{expression:{Q}2+2}}",  # string not closed

@@ -17,7 +17,14 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from backend.tools.gemma_values import STRING_DELIM, MalformedCall, by_look, format_value, parse_written
+from backend.tools.gemma_values import (
+    STRING_DELIM,
+    CutShort,
+    MalformedCall,
+    by_look,
+    format_value,
+    parse_written,
+)
 from backend.tools.spec import ToolCall
 
 __all__ = ["CALL_CLOSE", "CALL_OPEN", "MalformedCall", "ParsedOutput", "format_call", "parse_output"]
@@ -92,7 +99,7 @@ def _call(body: str, raw: str, *, closed: bool, complete: bool) -> ToolCall:
     try:
         written = parse_written(rest, ")" if rest.startswith("(") else "}")
     except MalformedCall as error:
-        if not closed:
+        if not closed and isinstance(error, CutShort):  # the text ends inside it; whole but wrong: say why
             return cut_off
         return ToolCall(name, {}, raw, f"the arguments of {name} could not be read: {error}")
     return ToolCall(name, by_look(written), raw, written=written)

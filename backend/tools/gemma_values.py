@@ -28,6 +28,10 @@ class MalformedCall(ValueError):
     pass
 
 
+class CutShort(MalformedCall):
+    """The text ends inside the arguments (a string, object or array not closed, a value missing)."""
+
+
 class Bare(str):
     """A value the model wrote without ``<|"|>`` delimiters (a number, a boolean, ``null`` or a word)."""
 
@@ -73,11 +77,11 @@ def _skip(text: str, i: int) -> int:
 def _parse_value(text: str, i: int, depth: int) -> tuple[Any, int]:
     i = _skip(text, i)
     if i >= len(text):
-        raise MalformedCall("a value is missing")
+        raise CutShort("a value is missing")
     if text.startswith(STRING_DELIM, i):
         end = text.find(STRING_DELIM, i + len(STRING_DELIM))
         if end == -1:
-            raise MalformedCall("a string is not closed")
+            raise CutShort("a string is not closed")
         return text[i + len(STRING_DELIM) : end], end + len(STRING_DELIM)
     if text[i] in "{[" and depth >= MAX_DEPTH:
         raise MalformedCall(f"the arguments are nested more than {MAX_DEPTH} levels deep")
@@ -97,12 +101,12 @@ def _parse_object(text: str, i: int, depth: int, closer: str) -> tuple[dict[str,
     i = _skip(text, i)
     while True:
         if i >= len(text):
-            raise MalformedCall(f"an object is not closed with {closer}")
+            raise CutShort(f"an object is not closed with {closer}")
         if text[i] == closer:
             return result, i + 1
         colon = text.find(":", i)
         if colon == -1:
-            raise MalformedCall("a key has no value")
+            raise (MalformedCall if closer in text[i:] else CutShort)("a key has no value")
         key = text[i:colon].strip()
         if key.startswith(STRING_DELIM) and key.endswith(STRING_DELIM) and len(key) > 2 * len(STRING_DELIM):
             key = key[len(STRING_DELIM) : -len(STRING_DELIM)]
@@ -117,7 +121,7 @@ def _parse_array(text: str, i: int, depth: int) -> tuple[list[Any], int]:
     i = _skip(text, i)
     while True:
         if i >= len(text):
-            raise MalformedCall("an array is not closed with ]")
+            raise CutShort("an array is not closed with ]")
         if text[i] == "]":
             return items, i + 1
         item, i = _parse_value(text, i, depth)
