@@ -141,3 +141,13 @@ def test_an_mcp_tools_quoted_number_becomes_a_number_for_its_validation() -> Non
     tool = Tool("m", "M.", lambda **_: None, None, schema=schema)
     call = _call(f"<|tool_call>call:m{{count:{Q}2{Q},tag:007}}<tool_call|>")
     assert tool.validate(tool.arguments_of(call)) == {"count": 2, "tag": "007"}
+
+
+def test_a_null_the_older_templates_wrote_as_none_reads_as_null_where_null_is_allowed() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"note": {"type": ["string", "null"]}, "word": {"type": "string"}},
+    }
+    tool = Tool("m", "M.", lambda **_: None, None, schema=schema)
+    call = _call("<|tool_call>call:m{note:None,word:None}<tool_call|>")
+    assert tool.arguments_of(call) == {"note": None, "word": "None"}

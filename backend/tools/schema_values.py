@@ -120,8 +120,8 @@ def _as(kind: str, text: str) -> Any:
     """``text`` as a value of JSON type ``kind``, or ``_NO``."""
     if kind == "string":
         return text
-    if kind == "null":
-        return None if text == "null" else _NO
+    if kind == "null":  # revisions before 2026-07-09 write a null argument as Python's None
+        return None if text in ("null", "None") else _NO
     if kind == "boolean":
         return {"true": True, "false": False}.get(text.strip().lower(), _NO)
     number = bare_number(text.strip())
