@@ -140,6 +140,16 @@ class DeferredEngine:
         if self.inner is not None:
             await self.inner.abort(request_id)
 
+    @property
+    def can_sleep(self) -> bool:
+        return self.inner is not None and self.inner.can_sleep
+
+    async def sleep(self) -> None:
+        await self._engine().sleep()
+
+    async def wake_up(self) -> None:
+        await self._engine().wake_up()
+
     async def shutdown(self) -> None:
         if self.inner is not None:
             await self.inner.shutdown()
