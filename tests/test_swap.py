@@ -75,7 +75,7 @@ class SleepyEngine(DeviceEngine):
 
 
 def _request(rid: str) -> EngineRequest:
-    return EngineRequest(rid, "hello there", SamplingSettings(max_tokens=4))
+    return EngineRequest(rid, "hello there", sampling=SamplingSettings(max_tokens=8, temperature=0.0))
 
 
 async def _finish(engine: Any, rid: str) -> Finished:
@@ -173,3 +173,37 @@ async def test_the_status_bar_shows_the_swap(tmp_path: Path) -> None:
             if app.pool.state("baseline").ready:
                 break
         assert any("swapping starting the baseline engine (optimized swapped out)" in s for s in seen), seen
+
+
+@pytest.mark.engine
+async def test_real_cpu_engines_swap_by_stopping_and_starting(tiny_source: Any, gemma_home: Path) -> None:
+    """Two vLLM CPU engines (eager, to keep the three starts short) behind a swapping pool: only one
+    runs at a time, the stopped one starts again for its next request, and greedy tokens agree."""
+    from backend.engine.log import capture_stderr
+    from backend.engine.profiles import EngineProfile, engine_config
+    from backend.engine.vllm import VllmEngine
+    from tests.conftest import TEST_ENGINE
+
+    log = gemma_home / "logs" / "swap-engines.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    made: dict[str, VllmEngine] = {}
+
+    def factory(profile: str) -> VllmEngine:
+        config = engine_config(EngineProfile.eager(), tiny_source, TEST_ENGINE)
+        return made.setdefault(profile, VllmEngine(tiny_source, config, log_path=log))
+
+    pool = EnginePool(factory, swapping=lambda: True)
+    with capture_stderr(log):
+        try:
+            optimized = await pool.ensure("optimized")
+            first = await _finish(optimized.engine, "swap-1")
+            baseline = await pool.ensure("baseline")
+            assert made["baseline"].started and not made["optimized"].started
+            assert pool.state("optimized").stage == "stopped"
+            second = await _finish(baseline.engine, "swap-2")
+            third = await _finish(optimized.engine, "swap-3")  # swaps back: baseline stopped
+            assert made["optimized"].started and not made["baseline"].started
+        finally:
+            await pool.shutdown()
+    assert first.token_ids == second.token_ids == third.token_ids and first.token_ids
+    assert third.metrics.e2e_s is not None and third.metrics.e2e_s < 30  # the restart is not in it
