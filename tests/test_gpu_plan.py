@@ -274,3 +274,58 @@ def test_exact_sets_batch_invariant_on_both_paths(faked: dict[str, Any]) -> None
     for path in ("baseline", "optimized"):
         assert faked["exact"][path]["env"] == {"VLLM_BATCH_INVARIANT": "1"}
         _vllm(faked["exact"], path)
+
+
+def test_the_compare_line_says_which_kernels_a_gpu_ran() -> None:
+    from backend.chat.compare import CompareResult, kernel_mode
+    from backend.chat.parity import compare_tokens
+    from backend.engine.metrics import TurnMetrics
+    from backend.engine.protocol import EngineInfo, Finished
+
+    def info(env: dict[str, str], gpu: bool = True) -> EngineInfo:
+        args = {"gpu_memory_utilization": 0.85} if gpu else {}
+        return EngineInfo("m", 4096, frozenset({"text"}), args, env)
+
+    exact = {"VLLM_BATCH_INVARIANT": "1"}
+    assert kernel_mode(info(exact), info(exact)).startswith("exact mode")
+    assert kernel_mode(info({}), info({})).startswith("fast mode")
+    assert kernel_mode(info({}, gpu=False), info({}, gpu=False)) == ""
+    done = Finished("r", "hi", (1, 2), TurnMetrics(), "stop")
+    result = CompareResult(
+        done, done, compare_tokens((1, 2), (1, 2), str), (), kernel_mode(info(exact), info(exact))
+    )
+    assert result.summary().endswith("exact mode (batch-invariant kernels on both paths)")
+
+
+@pytest.mark.parametrize(("gib", "together"), [(24, False), (80, True)])
+async def test_bench_on_a_gpu_follows_the_plan(
+    e2b: Path, gib: int, together: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bench's engines get the plan's shares (adding up to at most the setting side by side, the
+    whole setting each one after the other) and its schedule says which."""
+    from backend.bench import session
+    from backend.bench.options import BenchOptions
+    from backend.settings import Settings
+    from tests.fake_engine import FakeEngine
+
+    source = resolve(str(e2b))
+    plan = plan_for(source, EngineSettings(), described_gpu(gib))
+    configs = session.path_configs(source, Settings(), BenchOptions(), plan)
+    shares = [c.engine_kwargs()["gpu_memory_utilization"] for c in configs.values()]
+    assert (sum(shares) <= 0.85 + 1e-9) if together else shares == [0.85, 0.85]
+    up: list[str] = []
+
+    async def start(path: str, *args: Any) -> FakeEngine:
+        up.append(path)
+        return FakeEngine(path)
+
+    async def nothing(*args: Any) -> dict[str, Any]:
+        return {}
+
+    monkeypatch.setattr(session, "_start", start)
+    monkeypatch.setattr(session, "warm_up", nothing)
+    monkeypatch.setattr(session, "run_interleaved", nothing)
+    monkeypatch.setattr(session, "room_for_another", lambda footprint: (True, 64 * GIB))  # host RAM: plenty
+    _, schedule = await session.measure_paths(source, configs, BenchOptions(), None, print, None, None, plan)  # type: ignore[arg-type]
+    assert ("side by side" in schedule) is together
+    assert ("one path after the other: the GPU holds one engine" in schedule) is not together
