@@ -120,8 +120,10 @@ def _engine(config: Any) -> dict[str, Any]:
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:
     use(spec["memory_gib"], tuple(spec["capability"]), spec["name"], spec.get("fa4", False))
+    from dataclasses import replace
     from pathlib import Path
 
+    from backend.engine.argument import Argument
     from backend.engine.gpu import GpuRefused, detect_gpu
     from backend.engine.model_source import resolve
     from backend.engine.placement import plan_for
@@ -144,6 +146,9 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     if spec.get("engine", True):
         for name in ("baseline", "optimized"):
             config = engine_config(EngineProfile.named(name), source, settings, 1, plan)
+            if spec.get("attention") and name == "optimized":
+                extra = Argument(spec["attention"], "a measured-choice candidate")
+                config = replace(config, args={**config.args, "attention_config": extra})
             out[name] = {"args": {k: repr(v) for k, v in config.engine_kwargs().items()}}
             out[name]["env"] = config.env_values()
             try:

@@ -190,6 +190,13 @@ CARDS = [
         "settings": {"speculation": "ngram"},
     },
     {
+        "key": "per-kind",
+        "memory_gib": 24,
+        "capability": [8, 6],
+        "name": "NVIDIA A10",
+        "attention": {"backend_per_kind": {"sliding_window": "FLASH_ATTN"}},
+    },
+    {
         "key": "exact",
         "memory_gib": 80,
         "capability": [9, 0],
@@ -329,3 +336,13 @@ async def test_bench_on_a_gpu_follows_the_plan(
     _, schedule = await session.measure_paths(source, configs, BenchOptions(), None, print, None, None, plan)  # type: ignore[arg-type]
     assert ("side by side" in schedule) is together
     assert ("one path after the other: the GPU holds one engine" in schedule) is not together
+
+
+def test_per_layer_kind_attention_is_a_candidate_vllm_accepts_on_triton_cards(faked: dict[str, Any]) -> None:
+    from backend.engine.gpu_args import SLIDING_FLASH_ATTENTION, attention_candidates
+
+    assert attention_candidates((8, 6)) == [{}, SLIDING_FLASH_ATTENTION]
+    assert attention_candidates((9, 0)) == [{}]
+    built = _vllm(faked["per-kind"], "optimized")
+    assert built["attention_backend"] == "TRITON_ATTN"  # the 512-dim full layers
+    assert built["backend_per_kind"] == {"sliding_window": "FLASH_ATTN"}

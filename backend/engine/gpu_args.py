@@ -43,3 +43,18 @@ def expected_attention(capability: tuple[int, int], fa4_available: bool | None =
     if fa4:
         return "FLASH_ATTN (FlashAttention 4, all layers)"
     return "TRITON_ATTN (all layers: no FlashAttention for head_dim 512 on this card)"
+
+
+SLIDING_FLASH_ATTENTION: dict[str, object] = {"backend_per_kind": {"sliding_window": "FLASH_ATTN"}}
+"""vLLM 0.32's per-layer-kind override: FlashAttention for Gemma 4's 256-dim sliding layers, the
+512-dim full layers left on Triton. A candidate to measure on cards where vLLM runs Triton for all."""
+
+
+def attention_candidates(
+    capability: tuple[int, int], fa4_available: bool | None = None
+) -> list[dict[str, object]]:
+    """``attention_config`` values worth measuring on a card: vLLM's own choice (``{}``) first, and
+    on Triton cards FlashAttention for the sliding layers. Not measured yet: no probe runs them."""
+    if "TRITON" in expected_attention(capability, fa4_available):
+        return [{}, SLIDING_FLASH_ATTENTION]
+    return [{}]
