@@ -83,8 +83,7 @@ Runs = dict[str, dict[str, list[WorkloadRun]]]
 def path_configs(
     source: ModelSource, settings: Settings, options: BenchOptions, plan: MemoryPlan | None = None
 ) -> dict[str, EngineConfig]:
-    """Each path's engine; on a GPU sized by the memory ``plan`` (shares that add up to at most
-    the setting side by side, or the whole setting each where the paths run one after the other)."""
+    """Each path's engine; on a GPU sized by the memory ``plan``."""
     configs = {}
     for path in options.paths:
         config = engine_config(EngineProfile.named(path), source, settings.engine, 1, plan)
@@ -139,7 +138,7 @@ async def measure_paths(
             for name in names:
                 await warm_up(engines[name], name, options, workloads, progress)
             runs = await run_interleaved(engines, options, workloads, progress)
-            gpu = f"; on the GPU side by side, {_shares(plan)}" if plan is not None else ""
+            gpu = f"; on the GPU side by side, {plan.shares_text()}" if plan is not None else ""
             return runs, f"interleaved (A B, B A, …), each run {_settle_s(options):.1f} s after the last{gpu}"
         for name in names:
             if name not in engines:
@@ -152,19 +151,11 @@ async def measure_paths(
             f"of {footprint / 2**30:.1f} GiB"
         )
         if plan is not None:
-            schedule = (
-                f"one path after the other: the GPU holds one engine ({plan.budget_bytes / 2**30:.1f} GiB "
-                f"for gemma-chat), each path's engine alone with {_shares(plan)}"
-            )
+            schedule = f"one path after the other: the GPU holds one engine; {plan.shares_text()}"
         return runs, schedule
     finally:
         for engine in engines.values():
             await engine.shutdown()
-
-
-def _shares(plan: MemoryPlan) -> str:
-    shares = ", ".join(f"{name} {share:g}" for name, share in plan.shares.items())
-    return f"gpu_memory_utilization {shares} (setting {plan.setting:g})"
 
 
 async def _start(

@@ -1,7 +1,7 @@
 """Finding the MTP drafter (``*-assistant``) where users keep it, in this order:
 
 1. ``engine.drafter`` / ``--drafter DIR`` (checked: a Gemma 4 assistant checkpoint, else an error);
-2. a generated checkpoint's ``drafter/`` folder (``make-model``, the demo);
+2. a generated checkpoint's ``drafter/`` folder (``make-model``, the demo; ``model_source``);
 3. inside the model folder: a sub-folder whose ``config.json`` is a Gemma 4 assistant;
 4. beside it: ``<model folder>-assistant``, then any sibling ``*-assistant`` assistant checkpoint
    whose width matches the model's;
@@ -16,9 +16,10 @@ can be slower than the baseline).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
-from backend.errors import NotACheckpoint
+from backend.errors import GemmaChatError, NotACheckpoint
 
 ASSISTANT_TYPE = "gemma4_assistant"
 SUFFIX = "-assistant"
@@ -59,15 +60,6 @@ def explicit_drafter(directory: Path) -> Path:
     return directory.resolve()
 
 
-def _generated(path: Path) -> Path | None:
-    from backend.engine.model_source import GENERATED_MANIFEST
-
-    for root in (path.parent, path):
-        if (root / GENERATED_MANIFEST).is_file() and (root / "drafter").is_dir():
-            return root / "drafter"
-    return None
-
-
 def _inside(path: Path) -> Path | None:
     children = sorted(c for c in path.iterdir() if c.is_dir()) if path.is_dir() else []
     return next((c for c in children if is_assistant(c, path)), None)
@@ -84,29 +76,27 @@ def _siblings(path: Path) -> Path | None:
     return next((p for p in others if is_assistant(p, path)), None)
 
 
-def _hub_cache(repo_id: str, download: bool) -> Path | None:
-    from backend.engine.model_source import _download
-    from backend.errors import ModelNotFound
-
-    if not download:
+def _hub_cache(repo_id: str, download: Callable[[str], Path] | None) -> Path | None:
+    """``repo_id`` from the Hugging Face cache, or downloaded with ``download`` where given."""
+    if download is not None:
         try:
-            from huggingface_hub import snapshot_download
-
-            return Path(snapshot_download(repo_id, local_files_only=True))
-        except Exception:  # not in the cache
+            return download(repo_id)
+        except GemmaChatError:  # not downloadable: no drafter
             return None
     try:
-        return _download(repo_id)
-    except ModelNotFound:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(repo_id, local_files_only=True))
+    except Exception:  # not in the cache
         return None
 
 
-def find_drafter(path: Path, hub_id: str | None) -> tuple[Path | None, str]:
-    """The drafter for the checkpoint at ``path`` (``hub_id``: how it was named, if from the hub),
-    and a note saying where it was found or where it was looked for."""
-    generated = _generated(path)
-    if generated is not None:
-        return generated, "the generated checkpoint's drafter"
+def find_drafter(
+    path: Path, hub_id: str | None, download: Callable[[str], Path] | None = None
+) -> tuple[Path | None, str]:
+    """The drafter for the checkpoint at ``path`` (``hub_id``: how it was named, if from the hub;
+    ``download``: fetches a hub id, for a hub model's own assistant), and a note saying where it
+    was found or where it was looked for."""
     for where, found in (
         ("inside the model folder", _inside(path)),
         ("beside the model folder", _siblings(path)),
@@ -114,7 +104,9 @@ def find_drafter(path: Path, hub_id: str | None) -> tuple[Path | None, str]:
         if found is not None:
             return found, f"{where}: {found}"
     repo = f"{hub_id or 'google/' + path.name}{SUFFIX}"
-    cached = _hub_cache(repo, download=hub_id is not None and hub_id.startswith("google/gemma-4"))
+    cached = _hub_cache(
+        repo, download if hub_id is not None and hub_id.startswith("google/gemma-4") else None
+    )
     if cached is not None and is_assistant(cached, path):
         return cached, f"the Hugging Face cache: {repo}"
     return None, (

@@ -46,6 +46,12 @@ class MemoryPlan:
     def share(self, profile: str) -> float:
         return self.shares.get(profile, self.shares["optimized"])
 
+    def shares_text(self) -> str:
+        shares = ", ".join(f"{name} {share:g}" for name, share in self.shares.items())
+        return (
+            f"gpu_memory_utilization {shares} (setting {self.setting:g}, {self.budget_bytes / GIB:.1f} GiB)"
+        )
+
     def lines(self) -> list[str]:
         """The plan, for ``gemma-chat profiles``: the card, each path's needs, the mode and shares."""
         out = [

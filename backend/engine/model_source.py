@@ -111,6 +111,14 @@ def _download(repo_id: str) -> Path:
         ) from None
 
 
+def _generated_drafter(path: Path) -> Path | None:
+    """A generated checkpoint's drafter lives beside it (``make-model`` writes both)."""
+    for root in (path.parent, path):
+        if (root / GENERATED_MANIFEST).is_file() and (root / "drafter").is_dir():
+            return root / "drafter"
+    return None
+
+
 def resolve(model: str | None, demo: bool = False, drafter: str | None = None) -> ModelSource:
     """The checkpoint for ``--model`` (default Gemma 4 E2B) or ``--demo``, with its drafter
     (``drafter``: a folder given in settings, else found by ``drafters.find_drafter``)."""
@@ -131,8 +139,10 @@ def resolve(model: str | None, demo: bool = False, drafter: str | None = None) -
     found: Path | None
     if drafter:
         found, note = explicit_drafter(Path(drafter).expanduser()), f"from settings: {drafter}"
+    elif (found := _generated_drafter(path)) is not None:
+        note = "the generated checkpoint's drafter"
     else:
-        found, note = find_drafter(path, hub_id)
+        found, note = find_drafter(path, hub_id, _download)
     return ModelSource(path=path, drafter=found, name=name, drafter_note=note)
 
 
