@@ -207,3 +207,12 @@ async def test_real_cpu_engines_swap_by_stopping_and_starting(tiny_source: Any, 
             await pool.shutdown()
     assert first.token_ids == second.token_ids == third.token_ids and first.token_ids
     assert third.metrics.e2e_s is not None and third.metrics.e2e_s < 30  # the restart is not in it
+
+
+def test_the_status_bar_says_when_a_gpu_path_has_no_drafter() -> None:
+    from backend.engine.swap import path_note
+
+    gpu = {"gpu_memory_utilization": 0.85}
+    assert path_note("optimized", gpu, False) == "no drafter: no speculation (gemma-chat profiles)"
+    assert path_note("optimized", {**gpu, "speculative_config": {}}, True) == "swap mode"
+    assert path_note("baseline", gpu, False) == "" and path_note("optimized", {}, False) == ""
