@@ -169,10 +169,10 @@ async def test_the_status_bar_shows_the_swap(tmp_path: Path) -> None:
         for _ in range(100):
             await pilot.pause(0.05)
             app._tick()
-            seen.append(f"{app.status.engine} {app.status.engine_detail}")
+            seen.append(app.status.figures().line(120))
             if app.pool.state("baseline").ready:
                 break
-        assert any("swapping starting the baseline engine (optimized swapped out)" in s for s in seen), seen
+        assert any("engine [b]swapping (starting baseline)[/b]" in s for s in seen), seen
 
 
 @pytest.mark.engine

@@ -67,7 +67,8 @@ class Swapper:
         self.asleep: set[str] = set()
         self.infos: dict[str, EngineInfo] = {}
         self.activity: str | None = None
-        """What a swap in progress does (for the status bar), else None."""
+        """What a swap in progress does, short enough for the status bar (``stopping optimized``,
+        ``starting baseline``, ``optimized to sleep``, ``waking baseline``), else None."""
 
     async def make_resident(self, profile: str) -> EngineInfo:
         """``profile``'s engine up and alone on the device. Call with ``lock`` held."""
@@ -79,14 +80,12 @@ class Swapper:
                 await self._swap_out(previous, profile)
             self.resident = None
             if profile in self.asleep:
-                self.activity = f"waking the {profile} engine"
+                self.activity = f"waking {profile}"
                 self._say(profile, "starting", "waking from sleep")
                 await self.engines[profile].wake_up()  # type: ignore[attr-defined]
                 self.asleep.discard(profile)
             else:
-                self.activity = f"starting the {profile} engine" + (
-                    f" ({previous} swapped out)" if previous else ""
-                )
+                self.activity = f"starting {profile}"
                 self.infos[profile] = await self._start(profile)
             self.resident = profile
         finally:
@@ -99,12 +98,12 @@ class Swapper:
         if engine is None:
             return
         if can_sleep(engine):
-            self.activity = f"putting the {previous} engine to sleep for {profile}"
+            self.activity = f"{previous} to sleep"
             await engine.sleep()  # type: ignore[attr-defined]
             self.asleep.add(previous)
             self._say(previous, "asleep", f"asleep: swapped out for {profile}")
         else:
-            self.activity = f"stopping the {previous} engine for {profile}"
+            self.activity = f"stopping {previous}"
             await engine.shutdown()
             self._forget_start(previous)
             self._say(previous, "stopped", f"stopped: swapped out for {profile}")
