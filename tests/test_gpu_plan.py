@@ -346,3 +346,23 @@ def test_per_layer_kind_attention_is_a_candidate_vllm_accepts_on_triton_cards(fa
     built = _vllm(faked["per-kind"], "optimized")
     assert built["attention_backend"] == "TRITON_ATTN"  # the 512-dim full layers
     assert built["backend_per_kind"] == {"sliding_window": "FLASH_ATTN"}
+
+
+def test_a_gpu_speculation_choice_is_kept_per_card(e2b: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import vllm.platforms
+
+    from backend.engine.speculation.choice import choice_key
+
+    source, settings = resolve(str(e2b)), EngineSettings()
+
+    class Card:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def get_device_name(self) -> str:
+            return self.name
+
+    monkeypatch.setattr(vllm.platforms, "_current_platform", Card("NVIDIA L4"))
+    l4 = choice_key(source, settings, gpu=True)
+    monkeypatch.setattr(vllm.platforms, "_current_platform", Card("NVIDIA H100"))
+    assert choice_key(source, settings, gpu=True) != l4
