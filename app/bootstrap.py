@@ -11,6 +11,9 @@ Standard library only: this module runs before anything is installed.
   stays, made importable by ``backend.compat.torchvision_ops``; ``backend.compat`` also lets
   Gemma 4's audio tower run on the CPU build. A one-line ``.pth`` file installs both in every
   interpreter of the environment.
+* Before installing the CUDA build, the NVIDIA driver's version is checked against the CUDA
+  release that build is compiled for; a driver that is too old stops the set-up with what to do
+  (update the driver, or use the CPU build).
 * A stamp file records what was installed; a second run with the same inputs returns
   at once.
 """
@@ -55,6 +58,65 @@ def chosen_build() -> str:
             raise SystemExit(f"GEMMA_CHAT_ENGINE_BUILD must be one of auto, cpu, cuda (got {forced!r})")
         return forced
     return "cuda" if has_nvidia_gpu() else "cpu"
+
+
+CUDA_BUILD_MAJOR = 13
+"""The CUDA release the package index's vLLM 0.32 / torch 2.13 wheels are built for (their CUDA
+libraries are ``libnvrtc.so.13``, shared/PLATFORM.md). Inferred from the wheels, not run on a GPU."""
+MIN_DRIVER = {13: (580, 65, 6), 12: (525, 60, 13)}
+"""The oldest Linux driver each CUDA major release runs on (NVIDIA's CUDA compatibility table)."""
+
+
+def driver_version() -> tuple[int, ...] | None:
+    """The NVIDIA driver's version, from ``nvidia-smi`` or ``/proc/driver/nvidia/version``."""
+    text = ""
+    if shutil.which("nvidia-smi"):
+        try:
+            text = subprocess.run(
+                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            ).stdout
+        except (OSError, subprocess.SubprocessError):
+            text = ""
+    if not text.strip():
+        try:
+            text = Path("/proc/driver/nvidia/version").read_text()
+        except OSError:
+            return None
+    for word in text.replace("\n", " ").split():
+        parts = word.split(".")
+        if len(parts) >= 2 and all(part.isdigit() for part in parts):
+            return tuple(int(part) for part in parts)
+    return None
+
+
+def driver_problem(version: tuple[int, ...] | None, cuda_major: int = CUDA_BUILD_MAJOR) -> str | None:
+    """Why the CUDA build will not run on this driver (None: it will, as far as versions tell)."""
+    need = MIN_DRIVER[cuda_major]
+    shown = ".".join(str(part) for part in need)
+    if version is None:
+        return (
+            "An NVIDIA GPU is present but its driver did not say its version (nvidia-smi failed). "
+            f"The CUDA {cuda_major} build of vLLM needs driver {shown} or newer. Check the driver with "
+            "`nvidia-smi`; or set GEMMA_CHAT_ENGINE_BUILD=cpu to use the CPU build."
+        )
+    if version < need:
+        have = ".".join(str(part) for part in version)
+        return (
+            f"The NVIDIA driver here is {have}; the CUDA {cuda_major} build of vLLM that gemma-chat installs "
+            f"needs {shown} or newer, and with an older driver every engine start fails. Update the "
+            f"driver (Ubuntu: `sudo ubuntu-drivers install`, or `sudo apt install nvidia-driver-{need[0]}`; "
+            "then reboot), or set GEMMA_CHAT_ENGINE_BUILD=cpu to use the CPU build (slow, but it runs)."
+        )
+    return None
+
+
+def check_driver() -> None:
+    problem = driver_problem(driver_version())
+    if problem:
+        raise SystemExit(f"gemma-chat setup stopped: {problem}")
 
 
 def venv_python(venv: Path = VENV) -> Path:
@@ -157,6 +219,8 @@ def ensure(extras: tuple[str, ...] = ()) -> Path:
         _write_pth(Path(json.loads((VENV / STAMP_NAME).read_text()).get("site_packages", "")))
         return venv_python(VENV)
     started = time.monotonic()
+    if build == "cuda":
+        check_driver()
     _say(f"setting up {VENV} with the {build.upper()} build of vLLM (first use takes a few minutes)")
     if not venv_python(VENV).exists():
         subprocess.check_call([sys.executable, "-m", "venv", str(VENV)])

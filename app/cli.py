@@ -50,6 +50,13 @@ def _add_model_flags(parser: argparse.ArgumentParser, top_level: bool = False) -
         "--draft-tokens", type=int, default=unset, help="draft tokens per step for --speculation mtp/ngram"
     )
     group.add_argument(
+        "--drafter",
+        default=unset,
+        metavar="DIR",
+        help="the MTP drafter's folder (default: found in the model folder, a sibling *-assistant "
+        "folder or the Hugging Face cache)",
+    )
+    group.add_argument(
         "--data-dir", default=unset, help="where chats are stored (default: the user data directory)"
     )
     group.add_argument(
@@ -126,6 +133,19 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="first measure which speculation (MTP, ngram or none, and how many drafts) is fastest "
         "for this model here; the optimized path uses the choice from then on (a few minutes)",
+    )
+    profiles.add_argument(
+        "--gpu-memory",
+        type=float,
+        metavar="GIB",
+        help="plan for a GPU with this much memory (not this machine's): what fits, how compare runs, "
+        "and every vLLM argument — works on any machine",
+    )
+    profiles.add_argument(
+        "--gpu-capability",
+        metavar="X.Y",
+        help="that GPU's compute capability (default 8.9; 7.5 = T4, 8.0 = A100, 8.6 = RTX 30xx, "
+        "9.0 = H100, 10.0 = B200)",
     )
     _add_model_flags(profiles)
 

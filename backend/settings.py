@@ -57,6 +57,17 @@ class EngineSettings(Strict):
     """CPU, optimized path: run the model on every core instead of vLLM's default (one core kept
     for the front end). Faster, but other thread counts change bfloat16 rounding: measured
     16/19 parity prompts identical in bfloat16 (19/19 in float32), so it is off by default."""
+    # -- GPU placement and exactness (docs/gpu.md) --
+    both_paths: Literal["auto", "side-by-side", "swap"] = "auto"
+    """How the two paths share one GPU. auto: side by side where both engines fit, else swap
+    (F2 and compare put one engine to sleep, or stop it, to run the other). swap also works on
+    the CPU (stop one engine, start the other), to try it there."""
+    exact: bool = False
+    """GPU only: vLLM's batch-invariant mode (VLLM_BATCH_INVARIANT) on both paths, so compare's
+    tokens can match on a GPU; slower. Refused on the CPU build (it dies on the first request)."""
+    drafter: str | None = None
+    """The MTP drafter's folder (else found in the model folder, a sibling *-assistant folder or the
+    Hugging Face cache)."""
 
 
 class MediaSettings(Strict):

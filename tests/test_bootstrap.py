@@ -50,3 +50,38 @@ def test_second_run_is_a_no_op_when_the_stamp_matches(
     assert not bootstrap._stamp_matches(bootstrap._wanted("cuda", ("dev",)), venv), (
         "another build re-runs set-up"
     )
+
+
+def _fake_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, output: str) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\nprintf '{output}'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+
+
+def test_an_old_driver_stops_the_cuda_set_up_with_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _fake_nvidia_smi(tmp_path, monkeypatch, "535.104.05\\n")
+    assert bootstrap.driver_version() == (535, 104, 5)
+    with pytest.raises(SystemExit) as stopped:
+        bootstrap.check_driver()
+    text = str(stopped.value)
+    assert "535.104.5" in text and "580.65.6" in text and "GEMMA_CHAT_ENGINE_BUILD=cpu" in text
+    assert "nvidia-driver-580" in text
+    # the set-up stops before it installs anything
+    monkeypatch.setenv("GEMMA_CHAT_ENGINE_BUILD", "cuda")
+    monkeypatch.setattr(bootstrap, "VENV", tmp_path / "venv")
+    monkeypatch.setattr(bootstrap, "_install", lambda *args: pytest.fail("installed despite the old driver"))
+    with pytest.raises(SystemExit, match=r"535\.104\.5"):
+        bootstrap.ensure()
+
+
+def test_a_new_enough_driver_passes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_nvidia_smi(tmp_path, monkeypatch, "580.95.05\\n")
+    assert bootstrap.driver_version() == (580, 95, 5)
+    bootstrap.check_driver()
+    assert bootstrap.driver_problem((525, 60, 13), cuda_major=12) is None
+    assert "did not say its version" in (bootstrap.driver_problem(None) or "")

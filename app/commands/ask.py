@@ -20,7 +20,9 @@ from backend.chat.compare import CompareResult
 from backend.chat.rendering import dispatch
 from backend.chat.turn import FixedPrompt, TurnOptions, TurnPipeline, check_towers
 from backend.engine.factory import make_engine, new_log_path, remote_engine, resolve_model, server_for
+from backend.engine.gpu import GpuRefused
 from backend.engine.log import capture_stderr
+from backend.engine.placement import plan_for
 from backend.engine.protocol import Engine, PathEngine, SamplingSettings
 from backend.errors import GemmaChatError
 from backend.media.load import load_attachments
@@ -47,8 +49,14 @@ def run_ask(args: argparse.Namespace) -> int:
     if in_process:
         source = resolve_model(settings)
         check_towers({a.kind for a in attachments}, source.modalities(), source.name)
+        plan = plan_for(source, settings.engine)  # on a GPU: the shares (refusals up front); else None
+        if plan is not None and plan.mode == "swap" and len(in_process) == 2:
+            raise GpuRefused(
+                f"ask --profile compare starts both engines at once, and {plan.gpu.name} holds one.",
+                "Compare in the chat app (F3 swaps engines), or run `gemma-chat bench` (paths in turn).",
+            )
         engines.update(
-            {name: make_engine(settings, source, name, len(in_process), log) for name in in_process}
+            {name: make_engine(settings, source, name, len(in_process), log, plan) for name in in_process}
         )
         model_name = source.name
     engines = {name: engines[name] for name in profiles}  # baseline first, as compare runs them

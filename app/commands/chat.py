@@ -23,7 +23,7 @@ def build_app(args: argparse.Namespace, log: Path) -> GemmaChatApp:
     from multiprocessing import resource_tracker
 
     from app.tui.app import GemmaChatApp
-    from backend.engine.factory import engine_for
+    from backend.engine.factory import EngineSetup, engine_for
     from backend.engine.model_source import DEMO_SHORT_NAME
 
     resource_tracker.ensure_running()
@@ -31,7 +31,10 @@ def build_app(args: argparse.Namespace, log: Path) -> GemmaChatApp:
     name = DEMO_SHORT_NAME if settings.demo else settings.model
     if settings.server:
         name = f"{name} @ {settings.server}"
-    return GemmaChatApp(settings, lambda profile: engine_for(settings, profile, log_path=log), name, log)
+    setup = EngineSetup(settings)  # the model, drafter and memory plan: found once, before any engine
+    return GemmaChatApp(
+        settings, lambda profile: engine_for(settings, profile, log, setup), name, log, swapping=setup.swaps
+    )
 
 
 def run_chat(args: argparse.Namespace) -> int:

@@ -28,6 +28,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         gpu_memory_utilization=args.gpu_memory_utilization,
         speculation=args.speculation,
         draft_tokens=args.draft_tokens,
+        drafter=getattr(args, "drafter", None),
         server=getattr(args, "server", None),
         baseline_server=getattr(args, "baseline_server", None),
         api_key=getattr(args, "api_key", None),

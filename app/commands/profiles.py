@@ -8,9 +8,12 @@ import asyncio
 from app.commands.flags import settings_from_args
 from backend import paths
 from backend.engine.factory import resolve_model
+from backend.engine.gpu import GpuRefused, described_gpu, parse_capability
+from backend.engine.gpu_args import expected_attention
 from backend.engine.log import capture_stderr
+from backend.engine.memory_plan import MemoryPlan
 from backend.engine.model_source import DEFAULT_MODEL, ModelSource, described_default_model
-from backend.engine.platform import on_gpu
+from backend.engine.placement import plan_for
 from backend.engine.profiles import PROFILE_NAMES, EngineProfile, engine_config
 from backend.engine.speculation.choice import SpeculationChoice
 from backend.errors import ModelNotFound
@@ -58,6 +61,32 @@ def _print_cpu_classes() -> None:
         print(line)
 
 
+def _plan(args: argparse.Namespace, source: ModelSource, settings: Settings) -> MemoryPlan | None:
+    """The memory plan: for the GPU described by the flags, else this machine's (None: no GPU)."""
+    if args.gpu_memory is None and args.gpu_capability is None:
+        return plan_for(source, settings.engine)
+    if args.gpu_memory is None:
+        raise GpuRefused(
+            "--gpu-capability needs --gpu-memory GIB too.", "e.g. --gpu-memory 24 --gpu-capability 8.9"
+        )
+    capability = parse_capability(args.gpu_capability) if args.gpu_capability else (8, 9)
+    return plan_for(source, settings.engine, described_gpu(args.gpu_memory, capability))
+
+
+def _print_plan(plan: MemoryPlan) -> None:
+    print("\nGPU memory plan (made before any engine starts):")
+    for line in plan.lines():
+        print(f"  {line}")
+    print(f"  attention: vLLM runs Gemma 4 on {expected_attention(plan.gpu.capability)}")
+    print(f"  compare (F3): {COMPARE_BY_MODE[plan.mode]}")
+
+
+COMPARE_BY_MODE = {
+    "side-by-side": "both engines stay up; each path's turn runs on its own engine",
+    "swap": "runs the baseline, swaps engines, runs the optimized path; the swap is not timed",
+}
+
+
 def run_profiles(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     source, note = _source(settings)
@@ -66,22 +95,37 @@ def run_profiles(args: argparse.Namespace) -> int:
     print(f"model: {source.name} ({source.path})")
     if note:
         print(f"note: {note}")
-    print(f"drafter: {source.drafter or 'none (the optimized path uses ngram speculation)'}")
-    print(f"platform: {'CUDA GPU' if on_gpu() else 'CPU'} (vLLM's {'CUDA' if on_gpu() else 'CPU'} build)")
-    if not on_gpu():
+    drafter = f"{source.drafter}" if source.drafter else "none"
+    print(f"drafter: {drafter}{f' — {source.drafter_note}' if source.drafter_note else ''}")
+    described = args.gpu_memory is not None
+    plan = _plan(args, source, settings)
+    gpu = plan is not None
+    if described:
+        print("platform: a described CUDA GPU (not this machine's): the arguments below are for it")
+    else:
+        print(f"platform: {'CUDA GPU' if gpu else 'CPU'} (vLLM's {'CUDA' if gpu else 'CPU'} build)")
+    if not gpu:
         _print_cpu_classes()
+        if settings.engine.both_paths == "swap":
+            print("both paths: swap (engine.both_paths): F2 and compare stop one engine and start the other")
+    if plan is not None:
+        _print_plan(plan)
     if args.measure:
+        if described:
+            raise GpuRefused(
+                "--measure runs engines here: it cannot measure a described GPU.", "Drop --gpu-memory."
+            )
         choice = measure_with_progress(source, settings.engine)
         print(f"speculation: {choice.describe()}")
     for name in PROFILE_NAMES:
         profile = EngineProfile.named(name)
-        config = engine_config(profile, source, settings.engine, engines_sharing_gpu=2)
+        config = engine_config(profile, source, settings.engine, 2, plan)
         marker = " (default)" if name == settings.profile else ""
         print(f"\n[{name}]{marker} {profile.summary}")
         for arg_name, arg in config.args.items():
             print(f"  {arg_name} = {arg.value!r}\n      {arg.reason}")
         for env_name, arg in config.env.items():
             print(f"  env {env_name}={arg.value}\n      {arg.reason}")
-        for note in config.notes:
-            print(f"  note: {note}")
+        for config_note in config.notes:
+            print(f"  note: {config_note}")
     return 0

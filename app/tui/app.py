@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from textual import work
@@ -38,6 +38,7 @@ from backend.chat.turn import TurnOptions, TurnPipeline
 from backend.engine.pool import EngineFactory, EnginePool, EngineState
 from backend.engine.protocol import SamplingSettings
 from backend.engine.server_http import remote_label
+from backend.engine.swap import path_note
 from backend.errors import GemmaChatError
 from backend.media.attachment import Attachment
 from backend.settings import Settings
@@ -73,10 +74,13 @@ class GemmaChatApp(ChatActions, AttachActions, ToolActions, ReportingApp):
         engine_factory: EngineFactory,
         model_name: str,
         log_path: Path | None = None,
+        swapping: Callable[[], bool] | None = None,
     ) -> None:
+        """``swapping``: whether the paths share the device by swapping engines (the memory plan's
+        answer, asked off the event loop when the first engine starts)."""
         super().__init__(log_path)
         self.settings = settings
-        self.pool = EnginePool(engine_factory)
+        self.pool = EnginePool(engine_factory, swapping)
         self.path: str = settings.profile  # optimized, baseline or eager (diagnosis)
         self.model_name = model_name
         self.compare_next = False
@@ -133,7 +137,9 @@ class GemmaChatApp(ChatActions, AttachActions, ToolActions, ReportingApp):
     @work(group="engines", exit_on_error=False, description="starting the engine")
     async def start_engine(self, path: str) -> None:
         with contextlib.suppress(GemmaChatError):  # the state listener already shows the failure
-            await self.pool.ensure(path)
+            target = await self.pool.ensure(path)
+            if self.pool.swapper is not None:
+                await target.engine.start()  # swap mode: F2 swaps now (after a running turn)
 
     def _engine_changed(self, state: EngineState) -> None:
         if state.profile == self.path:
@@ -145,7 +151,10 @@ class GemmaChatApp(ChatActions, AttachActions, ToolActions, ReportingApp):
 
     def _tick(self) -> None:
         state = self.pool.state(self.path)
-        if state.stage == "starting" and state.started_at is not None:
+        swapping = self.pool.swapper.activity if self.pool.swapper is not None else None
+        if swapping:
+            self.status.engine, self.status.engine_detail = "swapping", swapping
+        elif state.stage == "starting" and state.started_at is not None:
             self.status.engine = f"starting {time.monotonic() - state.started_at:.0f}s"
             self.status.engine_detail = state.detail
         elif state.stage == "failed":
@@ -155,7 +164,8 @@ class GemmaChatApp(ChatActions, AttachActions, ToolActions, ReportingApp):
             self.status.engine, self.status.engine_detail = "replying", ""
         else:
             args = state.info.engine_args if state.info is not None else {}
-            self.status.engine, self.status.engine_detail = state.stage, remote_label(args)
+            detail = remote_label(args) or path_note(state.profile, args, self.pool.swapper is not None)
+            self.status.engine, self.status.engine_detail = state.stage, detail
 
     # -- chat display ------------------------------------------------------------------------
     @property
@@ -299,7 +309,7 @@ class GemmaChatApp(ChatActions, AttachActions, ToolActions, ReportingApp):
     def action_compare_next(self) -> None:
         self.compare_next = not self.compare_next
         self.status.compare_next = self.compare_next
-        if self.compare_next:
+        if self.compare_next and self.pool.swapper is None:  # swapping: each path swaps in for its half
             for path in PATHS:
                 if not self.pool.state(path).ready:
                     self.start_engine(path)

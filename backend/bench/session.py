@@ -29,7 +29,9 @@ from backend.bench.report import BenchReport, PathRun
 from backend.bench.workload_runs import BenchPrompt, WorkloadRun, run_chat, run_sequential, run_throughput
 from backend.bench.workloads import Workloads, load_workloads
 from backend.engine.factory import remote_engine, server_for
+from backend.engine.memory_plan import MemoryPlan
 from backend.engine.model_source import ModelSource
+from backend.engine.placement import plan_for
 from backend.engine.platform import process_tree_rss, room_for_another
 from backend.engine.profiles import EngineConfig, EngineProfile, engine_config
 from backend.engine.protocol import Engine
@@ -78,10 +80,13 @@ Runs = dict[str, dict[str, list[WorkloadRun]]]
 """Per path, per workload: one run per repetition."""
 
 
-def path_configs(source: ModelSource, settings: Settings, options: BenchOptions) -> dict[str, EngineConfig]:
+def path_configs(
+    source: ModelSource, settings: Settings, options: BenchOptions, plan: MemoryPlan | None = None
+) -> dict[str, EngineConfig]:
+    """Each path's engine; on a GPU sized by the memory ``plan``."""
     configs = {}
     for path in options.paths:
-        config = engine_config(EngineProfile.named(path), source, settings.engine)
+        config = engine_config(EngineProfile.named(path), source, settings.engine, 1, plan)
         if options.extra_args:
             config = replace(config, args={**config.args, **options.extra_args})
         configs[path] = config
@@ -102,9 +107,11 @@ async def measure_paths(
     progress: Progress,
     log_dir: Any,
     servers: Mapping[str, Engine] | None = None,
+    plan: MemoryPlan | None = None,
 ) -> tuple[Runs, str]:
     """Start, warm and measure every path's engine (a path in ``servers`` runs on its server, not
-    in process); the runs and how they were scheduled."""
+    in process); the runs and how they were scheduled. On a GPU the memory ``plan`` decides: side
+    by side, or one path after the other (host memory decides on a CPU)."""
     engines: dict[str, Engine] = {}
     runs: Runs = {}
     remote = dict(servers or {})
@@ -123,13 +130,16 @@ async def measure_paths(
         engines[names[0]] = await start(names[0])
         footprint = process_tree_rss() - footprint
         fits, room = room_for_another(footprint)
+        if plan is not None:
+            fits = plan.mode == "side-by-side"
         if len(names) == 1 or fits:
             for name in names[1:]:
                 engines[name] = await start(name)
             for name in names:
                 await warm_up(engines[name], name, options, workloads, progress)
             runs = await run_interleaved(engines, options, workloads, progress)
-            return runs, f"interleaved (A B, B A, …), each run {_settle_s(options):.1f} s after the last"
+            gpu = f"; on the GPU side by side, {plan.shares_text()}" if plan is not None else ""
+            return runs, f"interleaved (A B, B A, …), each run {_settle_s(options):.1f} s after the last{gpu}"
         for name in names:
             if name not in engines:
                 engines[name] = await start(name)
@@ -140,6 +150,8 @@ async def measure_paths(
             f"one path after the other: {room / 2**30:.1f} GiB free could not hold a second engine "
             f"of {footprint / 2**30:.1f} GiB"
         )
+        if plan is not None:
+            schedule = f"one path after the other: the GPU holds one engine; {plan.shares_text()}"
         return runs, schedule
     finally:
         for engine in engines.values():
@@ -320,14 +332,15 @@ async def run_bench(
         from backend.bench.step_costs import run_step_costs
 
         step_costs = await run_step_costs(source, settings, options, log_dir, progress)
-    configs = path_configs(source, settings, options)
+    plan = plan_for(source, settings.engine) if device == "cuda" else None
+    configs = path_configs(source, settings, options, plan)
     urls = {name: url for name in configs if (url := server_for(settings, name))}
     servers = {name: remote_engine(settings, url, name) for name, url in urls.items()}
     same = same_paths(configs, urls)
     measured = dict(list(configs.items())[:1]) if same else configs
     with PeakMemory() as memory:
         runs, schedule = (
-            await measure_paths(source, measured, options, workloads, progress, log_dir, servers)
+            await measure_paths(source, measured, options, workloads, progress, log_dir, servers, plan)
             if options.workloads
             else ({name: {} for name in measured}, "no workloads: step costs only")
         )

@@ -82,12 +82,24 @@ def path_differences(baseline: EngineInfo, optimized: EngineInfo) -> tuple[PathD
     return tuple(found)
 
 
+def kernel_mode(baseline: EngineInfo, optimized: EngineInfo) -> str:
+    """On a GPU, whether both paths ran vLLM's batch-invariant kernels (``exact``): only then can a
+    verifying step's sums match a plain step's, so bfloat16 tokens are promised equal."""
+    if not all("gpu_memory_utilization" in info.engine_args for info in (baseline, optimized)):
+        return ""
+    if all(info.environment.get("VLLM_BATCH_INVARIANT") == "1" for info in (baseline, optimized)):
+        return "exact mode (batch-invariant kernels on both paths)"
+    return "fast mode (exact = false: bfloat16 tokens may differ on a GPU)"
+
+
 @dataclass(frozen=True)
 class CompareResult:
     baseline: Finished
     optimized: Finished
     parity: TokenParity
     differences: tuple[PathDifference, ...] = ()
+    mode: str = ""
+    """Which kernels the GPU ran (``kernel_mode``); empty on a CPU."""
 
     @property
     def same_paths(self) -> bool:
@@ -116,4 +128,5 @@ class CompareResult:
         return f"speed-up: decode {decode}, end-to-end {e2e} (one run: noisy)"
 
     def summary(self) -> str:
-        return f"{self.speedup_line()} · parity: {self.parity.describe()}"
+        mode = f" · {self.mode}" if self.mode else ""
+        return f"{self.speedup_line()} · parity: {self.parity.describe()}{mode}"

@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from backend.chat.compare import CompareResult, path_differences
+from backend.chat.compare import CompareResult, kernel_mode, path_differences
 from backend.chat.parity import compare_tokens, tokenization_difference
 from backend.engine.metrics import TurnMetrics
 from backend.engine.protocol import (
@@ -264,7 +264,8 @@ class TurnPipeline:
                     finals[target.name] = event
         base, opt = finals[baseline.name], finals[optimized.name]
         parity = compare_tokens(base.token_ids, opt.token_ids, lambda t: optimized.engine.decode([t]))
-        yield CompareResult(base, opt, parity, path_differences(baseline.info, optimized.info))
+        differences = path_differences(baseline.info, optimized.info)
+        yield CompareResult(base, opt, parity, differences, kernel_mode(baseline.info, optimized.info))
 
     async def _path(self, target: PathEngine) -> AsyncIterator[PipelineEvent]:
         self._targets[target.name] = target

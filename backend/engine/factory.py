@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from backend import paths
+from backend.engine.memory_plan import MemoryPlan
 from backend.engine.model_source import ModelSource, resolve
+from backend.engine.placement import plan_for
 from backend.engine.profiles import EngineProfile, engine_config
 from backend.engine.protocol import EngineInfo, EngineRequest, Failed, ProgressCallback, TurnEvent
 from backend.engine.remote import RemoteEngine
 from backend.engine.vllm import VllmEngine
-from backend.errors import EngineStartFailed
+from backend.errors import EngineStartFailed, GemmaChatError
 from backend.messages import ChatMessage, RenderedPrompt
 from backend.settings import Settings
 
@@ -24,7 +27,36 @@ def new_log_path(tag: str) -> Path:
 
 
 def resolve_model(settings: Settings) -> ModelSource:
-    return resolve(settings.model, demo=settings.demo)
+    return resolve(settings.model, demo=settings.demo, drafter=settings.engine.drafter)
+
+
+class EngineSetup:
+    """The model, its drafter and the GPU memory plan of one app session, found once, before any
+    engine starts (off the event loop: it may download). Raises the refusals up front."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._lock = threading.Lock()
+        self._found: tuple[ModelSource, MemoryPlan | None] | None = None
+
+    def resolved(self) -> tuple[ModelSource, MemoryPlan | None]:
+        with self._lock:
+            if self._found is None:
+                source = resolve_model(self.settings)
+                self._found = (source, plan_for(source, self.settings.engine))
+            return self._found
+
+    def swaps(self) -> bool:
+        """Whether F2 and compare swap engines: forced by settings, or the GPU holds only one."""
+        if self.settings.server or self.settings.baseline_server:
+            return False
+        if self.settings.engine.both_paths != "auto":
+            return self.settings.engine.both_paths == "swap"
+        try:
+            plan = self.resolved()[1]
+        except GemmaChatError:
+            return False  # the engine's start fails with the same message, where the user sees it
+        return plan is not None and plan.mode == "swap"
 
 
 def server_for(settings: Settings, profile: str) -> str | None:
@@ -45,13 +77,14 @@ def remote_engine(settings: Settings, url: str, profile: str) -> RemoteEngine:
 
 
 def engine_for(
-    settings: Settings, profile: str, engines_sharing_gpu: int = 2, log_path: Path | None = None
+    settings: Settings, profile: str, log_path: Path | None = None, setup: EngineSetup | None = None
 ) -> DeferredEngine | RemoteEngine:
-    """The app's engine for ``profile``: on its server where one is set, else in this process."""
+    """The app's engine for ``profile``: on its server where one is set, else in this process,
+    sized by the session's memory plan (``setup``; one of its own where none is given)."""
     url = server_for(settings, profile)
     if url:
         return remote_engine(settings, url, profile)
-    return DeferredEngine(settings, profile, engines_sharing_gpu, log_path)
+    return DeferredEngine(settings, profile, log_path, setup)
 
 
 def make_engine(
@@ -60,9 +93,10 @@ def make_engine(
     profile: str | None = None,
     engines_sharing_gpu: int = 1,
     log_path: Path | None = None,
+    plan: MemoryPlan | None = None,
 ) -> VllmEngine:
     chosen = EngineProfile.named(profile or settings.profile)
-    config = engine_config(chosen, source, settings.engine, engines_sharing_gpu)
+    config = engine_config(chosen, source, settings.engine, engines_sharing_gpu, plan)
     return VllmEngine(source, config, log_path=log_path or new_log_path(chosen.name))
 
 
@@ -70,22 +104,24 @@ class DeferredEngine:
     """An engine whose model is resolved (maybe downloaded) when it starts, off the event loop."""
 
     def __init__(
-        self, settings: Settings, profile: str, engines_sharing_gpu: int = 2, log_path: Path | None = None
+        self,
+        settings: Settings,
+        profile: str,
+        log_path: Path | None = None,
+        setup: EngineSetup | None = None,
     ) -> None:
         self.settings = settings
         self.profile = profile
-        self.engines_sharing_gpu = engines_sharing_gpu
         self.log_path = log_path
+        self.setup = setup or EngineSetup(settings)
         self.inner: VllmEngine | None = None
 
     async def start(self, progress: ProgressCallback | None = None) -> EngineInfo:
         if self.inner is None:
             if progress:
                 progress("finding the model")
-            source = await asyncio.to_thread(resolve_model, self.settings)
-            self.inner = make_engine(
-                self.settings, source, self.profile, self.engines_sharing_gpu, self.log_path
-            )
+            source, plan = await asyncio.to_thread(self.setup.resolved)
+            self.inner = make_engine(self.settings, source, self.profile, 1, self.log_path, plan)
         return await self.inner.start(progress)
 
     def _engine(self) -> VllmEngine:
@@ -103,6 +139,16 @@ class DeferredEngine:
     async def abort(self, request_id: str) -> None:
         if self.inner is not None:
             await self.inner.abort(request_id)
+
+    @property
+    def can_sleep(self) -> bool:
+        return self.inner is not None and self.inner.can_sleep
+
+    async def sleep(self) -> None:
+        await self._engine().sleep()
+
+    async def wake_up(self) -> None:
+        await self._engine().wake_up()
 
     async def shutdown(self) -> None:
         if self.inner is not None:

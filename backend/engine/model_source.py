@@ -34,6 +34,8 @@ class ModelSource:
     path: Path
     drafter: Path | None
     name: str
+    drafter_note: str = ""
+    """Where the drafter was found, or where it was looked for when it was not."""
 
     def modalities(self) -> frozenset[str]:
         """What the checkpoint takes: text, plus image/video with a vision tower, audio with an audio one."""
@@ -109,25 +111,19 @@ def _download(repo_id: str) -> Path:
         ) from None
 
 
-def _optional_download(repo_id: str) -> Path | None:
-    """The drafter is optional: without it the optimized path falls back to ngram speculation."""
-    try:
-        return _download(repo_id)
-    except ModelNotFound:
-        return None
-
-
 def _generated_drafter(path: Path) -> Path | None:
     """A generated checkpoint's drafter lives beside it (``make-model`` writes both)."""
-    if (path.parent / GENERATED_MANIFEST).is_file() and (path.parent / "drafter").is_dir():
-        return path.parent / "drafter"
-    if (path / GENERATED_MANIFEST).is_file() and (path / "drafter").is_dir():
-        return path / "drafter"
+    for root in (path.parent, path):
+        if (root / GENERATED_MANIFEST).is_file() and (root / "drafter").is_dir():
+            return root / "drafter"
     return None
 
 
-def resolve(model: str | None, demo: bool = False) -> ModelSource:
-    """The checkpoint for ``--model`` (default Gemma 4 E2B) or ``--demo``."""
+def resolve(model: str | None, demo: bool = False, drafter: str | None = None) -> ModelSource:
+    """The checkpoint for ``--model`` (default Gemma 4 E2B) or ``--demo``, with its drafter
+    (``drafter``: a folder given in settings, else found by ``drafters.find_drafter``)."""
+    from backend.engine.drafters import explicit_drafter, find_drafter
+
     if demo:
         return demo_model()
     model = model or DEFAULT_MODEL
@@ -136,11 +132,18 @@ def resolve(model: str | None, demo: bool = False) -> ModelSource:
         if (local / GENERATED_MANIFEST).is_file():
             local = local / "model"
         check_checkpoint_dir(local)
-        return ModelSource(path=local.resolve(), drafter=_generated_drafter(local.resolve()), name=local.name)
-    path = _download(model)
-    check_checkpoint_dir(path)
-    drafter = _optional_download(DEFAULT_DRAFTER) if model == DEFAULT_MODEL else None
-    return ModelSource(path=path, drafter=drafter, name=model)
+        path, name, hub_id = local.resolve(), local.name, None
+    else:
+        path, name, hub_id = _download(model), model, model
+        check_checkpoint_dir(path)
+    found: Path | None
+    if drafter:
+        found, note = explicit_drafter(Path(drafter).expanduser()), f"from settings: {drafter}"
+    elif (found := _generated_drafter(path)) is not None:
+        note = "the generated checkpoint's drafter"
+    else:
+        found, note = find_drafter(path, hub_id, _download)
+    return ModelSource(path=path, drafter=found, name=name, drafter_note=note)
 
 
 DESCRIBED_CONFIGS = {"model": "gemma4_e2b_config.json", "drafter": "gemma4_e2b_assistant_config.json"}

@@ -4,6 +4,10 @@
 a fake in UI tests). ``ensure(name)`` starts that path's engine once — concurrent callers
 wait for the same start — and reports each change of state to the listeners, which is how
 the UI shows "starting (12 s)", "ready" or the failure in one sentence.
+
+``swapping`` (a callable asked once, off the event loop: the memory plan may need the model
+resolved) puts the pool in swap mode, where one engine at a time is on the device
+(``backend.engine.swap``): states then also read ``asleep`` or ``stopped`` for the swapped-out path.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from backend.engine.protocol import Engine, EngineInfo, PathEngine
+from backend.engine.swap import ResidentEngine, Swapper
 from backend.errors import GemmaChatError
 
 EngineFactory = Callable[[str], Engine]
@@ -24,7 +29,7 @@ EngineFactory = Callable[[str], Engine]
 class EngineState:
     profile: str
     stage: str
-    """``starting``, ``ready``, ``failed`` or ``stopped``."""
+    """``starting``, ``ready``, ``failed``, ``stopped`` or (swap mode) ``asleep``."""
     detail: str = ""
     started_at: float | None = None
     info: EngineInfo | None = None
@@ -38,12 +43,30 @@ Listener = Callable[[EngineState], None]
 
 
 class EnginePool:
-    def __init__(self, factory: EngineFactory) -> None:
+    def __init__(self, factory: EngineFactory, swapping: Callable[[], bool] | None = None) -> None:
         self.factory = factory
         self._engines: dict[str, Engine] = {}
         self._starts: dict[str, asyncio.Task[EngineInfo]] = {}
         self.states: dict[str, EngineState] = {}
         self._listeners: list[Listener] = []
+        self._swapping = swapping
+        self.swapper: Swapper | None = None
+        """Set once swap mode is known to be on (after the first ``ensure``)."""
+
+    async def swaps(self) -> bool:
+        """Whether this pool swaps engines (asked once)."""
+        if self._swapping is not None:
+            decide, self._swapping = self._swapping, None
+            if await asyncio.to_thread(decide):
+                self.swapper = Swapper(self._engines, self._started, self._forget_start, self._say)
+        return self.swapper is not None
+
+    def _say(self, profile: str, stage: str, detail: str) -> None:
+        info = self.swapper.infos.get(profile) if self.swapper is not None and stage == "ready" else None
+        self._set(EngineState(profile, stage, detail, time.monotonic(), info))
+
+    def _forget_start(self, profile: str) -> None:
+        self._starts.pop(profile, None)
 
     def listen(self, listener: Listener) -> None:
         self._listeners.append(listener)
@@ -57,7 +80,24 @@ class EnginePool:
         return self.states.get(profile, EngineState(profile, "stopped"))
 
     async def ensure(self, profile: str) -> PathEngine:
-        """The running engine for ``profile``; starts it (once) if needed. Raises GemmaChatError."""
+        """The running engine for ``profile``; starts it (once) if needed. Raises GemmaChatError.
+
+        In swap mode: an engine that has started before is handed out as it is (it swaps itself in
+        for its next request); one that never started is swapped in now."""
+        if await self.swaps():
+            assert self.swapper is not None
+            engine = self._engines.setdefault(profile, self.factory(profile))
+            info = self.swapper.infos.get(profile)
+            if info is None:
+                async with self.swapper.lock:
+                    info = await self.swapper.make_resident(profile)
+            return PathEngine(profile, ResidentEngine(self.swapper, profile, engine), info)
+        return await self._started_path(profile)
+
+    async def _started(self, profile: str) -> EngineInfo:
+        return (await self._started_path(profile)).info
+
+    async def _started_path(self, profile: str) -> PathEngine:
         task = self._starts.get(profile)
         if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
             engine = self._engines.setdefault(profile, self.factory(profile))
@@ -89,6 +129,8 @@ class EnginePool:
         """Drop an engine that died mid-turn (state ``failed``); the next ``ensure`` starts a new one."""
         engine = self._engines.pop(profile, None)
         self._starts.pop(profile, None)
+        if self.swapper is not None:
+            self.swapper.forget(profile)
         if engine is not None:
             with contextlib.suppress(Exception):  # a dead engine may not shut down cleanly
                 await engine.shutdown()

@@ -19,6 +19,9 @@ from typing import Any, Literal
 from backend.compat.uni_worker import ENV as UNI_WORKER_ENV
 from backend.engine.argument import Argument
 from backend.engine.cpu_env import optimized_cpu_env, speculating_cpu_env
+from backend.engine.gpu import GpuRefused
+from backend.engine.gpu_args import gpu_arguments, gpu_env
+from backend.engine.memory_plan import MemoryPlan
 from backend.engine.model_source import ModelSource
 from backend.engine.platform import default_max_model_len, on_gpu
 from backend.engine.speculation.choice import SpeculationChoice, choice_key, stored_choice
@@ -50,9 +53,10 @@ class EngineProfile:
     def optimized(cls) -> EngineProfile:
         return cls(
             "optimized",
-            "gemma-chat's additions: speculative decoding where it pays (Gemma 4's MTP drafter, ngram "
-            "where no drafter), and on a CPU an exact, faster bfloat16 linear kernel and the model worker "
-            "inside the engine-core process (nothing spins between steps), one worker call per step",
+            "gemma-chat's additions: speculative decoding where it pays (Gemma 4's MTP drafter; without "
+            "one, ngram on a CPU and none on a GPU), and on a CPU an exact, faster bfloat16 linear "
+            "kernel and the model worker inside the engine-core process (nothing spins between "
+            "steps), one worker call per step",
             speculation="mtp",
             num_speculative_tokens=2,
         )
@@ -85,12 +89,16 @@ class EngineConfig:
         return {name: str(arg.value) for name, arg in self.env.items()}
 
 
-def _speculative(profile: EngineProfile, source: ModelSource) -> tuple[dict[str, Any], str] | None:
+def _speculative(
+    profile: EngineProfile, source: ModelSource, gpu: bool = False
+) -> tuple[dict[str, Any], str] | None:
     if profile.speculation == "none":
         return None
     if profile.speculation == "mtp" and source.drafter is not None:
         spec = {"model": str(source.drafter), "num_speculative_tokens": profile.num_speculative_tokens}
         return spec, f"MTP drafter {source.drafter.name}: exact, speeds up one request"
+    if profile.speculation == "mtp" and gpu:
+        return None  # no silent ngram on a GPU: it turns async scheduling off, so can lose to the baseline
     # ngram asked for by name keeps its count; as the drafter's stand-in it drafts at least 4
     drafts = profile.num_speculative_tokens
     spec = {
@@ -103,12 +111,14 @@ def _speculative(profile: EngineProfile, source: ModelSource) -> tuple[dict[str,
     return spec, f"ngram prompt lookup ({why}): exact, no extra weights"
 
 
-def _measured(choice: SpeculationChoice, source: ModelSource) -> tuple[dict[str, Any], str] | None:
+def _measured(
+    choice: SpeculationChoice, source: ModelSource, gpu: bool = False
+) -> tuple[dict[str, Any], str] | None:
     """The speculative config a measured choice stands for (None: measured slower than none)."""
     if choice.method == "none":
         return None
     measured = EngineProfile("optimized", "measured", choice.method, choice.drafts)  # type: ignore[arg-type]
-    spec = _speculative(measured, source)
+    spec = _speculative(measured, source, gpu)
     if spec is None:
         return None
     config, why = spec
@@ -124,15 +134,21 @@ def _optimized_speculation(
     if settings.speculation != "auto":
         method = settings.speculation
         forced = EngineProfile("optimized", "settings", method, settings.draft_tokens)
-        return _speculative(forced, source), (
+        return _speculative(forced, source, gpu), (
             f"speculation set in settings: {method} with {settings.draft_tokens} drafts",
         )
     choice = stored_choice(choice_key(source, settings, gpu))
     if choice is not None:
-        return _measured(choice, source), (choice.describe(),)
+        return _measured(choice, source, gpu), (choice.describe(),)
+    if gpu and source.drafter is None:
+        return None, (
+            f"no speculation: {source.drafter_note or 'no MTP drafter for this model'}. ngram is not "
+            "used in its place on a GPU (vLLM turns async scheduling off for it, so it can be slower "
+            "than the baseline); speculation = ngram forces it",
+        )
     if gpu:
         default = EngineProfile("optimized", "default", "mtp", settings.draft_tokens)
-        return _speculative(default, source), (
+        return _speculative(default, source, gpu), (
             "speculation not measured for this model here: `gemma-chat profiles --measure` picks it",
         )
     return None, (
@@ -163,9 +179,21 @@ def _model_max_len(source: ModelSource) -> int:
 
 
 def engine_config(
-    profile: EngineProfile, source: ModelSource, settings: EngineSettings, engines_sharing_gpu: int = 1
+    profile: EngineProfile,
+    source: ModelSource,
+    settings: EngineSettings,
+    engines_sharing_gpu: int = 1,
+    plan: MemoryPlan | None = None,
 ) -> EngineConfig:
-    gpu = on_gpu()
+    """``plan``: the GPU memory plan (this machine's or a described GPU's); it makes the arguments
+    a GPU's, with this path's share, wherever they are computed."""
+    gpu = plan is not None or on_gpu()
+    if settings.exact and not gpu:
+        raise GpuRefused(
+            "exact = true needs a GPU: vLLM's batch-invariant mode launches Triton kernels, and the CPU "
+            "build dies on the first request with it.",
+            "Unset exact (on the CPU compare's tokens come from the same kernels on both paths anyway).",
+        )
     args: dict[str, Argument] = {
         "model": Argument(str(source.path), "the resolved checkpoint directory"),
         "dtype": Argument(settings.dtype, "from settings (auto = the checkpoint's dtype)"),
@@ -181,11 +209,15 @@ def engine_config(
         window = min(default_max_model_len(), _model_max_len(source))
         args["max_model_len"] = Argument(window, "context window chosen from this machine's memory")
     env: dict[str, Argument] = {}
-    if gpu:
+    if plan is not None:
+        args.update(gpu_arguments(plan, profile.name))
+        env.update(gpu_env(settings))
+    elif gpu:
         share = settings.gpu_memory_utilization / engines_sharing_gpu
         args["gpu_memory_utilization"] = Argument(
             round(share, 3), f"this engine's share of GPU memory (settings / {engines_sharing_gpu} engines)"
         )
+        env.update(gpu_env(settings))
     else:
         env["VLLM_CPU_KVCACHE_SPACE"] = Argument(
             settings.kv_cache_gib, "GiB of host memory for this engine's KV cache (settings)"
@@ -196,7 +228,7 @@ def engine_config(
     if profile == EngineProfile.optimized():
         speculative, notes = _optimized_speculation(source, settings, gpu)
     else:
-        speculative = _speculative(profile, source)
+        speculative = _speculative(profile, source, gpu)
     if speculative is not None:
         spec, why = speculative
         if not gpu:

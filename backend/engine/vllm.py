@@ -240,6 +240,21 @@ class VllmEngine:
             if not task.done():  # the core died, or our caller was cancelled
                 task.cancel()
 
+    @property
+    def can_sleep(self) -> bool:
+        """Started with vLLM's sleep mode (the memory plan swaps engines on a GPU)."""
+        return bool(self.config.engine_kwargs().get("enable_sleep_mode"))
+
+    async def sleep(self) -> None:
+        """Level 1: weights to host memory, KV cache dropped; the GPU memory is free for another."""
+        if self._llm is not None:
+            await self._answer(self._llm.sleep(level=1))
+
+    async def wake_up(self) -> None:
+        if self._llm is not None:
+            await self._answer(self._llm.wake_up())
+            await self._answer(self._llm.reset_prefix_cache())  # its KV blocks were dropped asleep
+
     async def abort(self, request_id: str) -> None:
         if self._llm is None:
             return

@@ -169,15 +169,25 @@ def choose(plain: ProbeRun, speculative: list[ProbeRun]) -> SpeculationChoice:
     )
 
 
+def _gpu_name() -> str:
+    """The card a GPU choice was measured on (an L4's choice does not hold on an H100)."""
+    try:
+        from vllm.platforms import current_platform
+
+        return f"gpu-{current_platform.get_device_name()}"
+    except Exception:  # no device to ask: the choice is keyed on "a GPU"
+        return "gpu"
+
+
 def choice_key(source: ModelSource, settings: EngineSettings, gpu: bool) -> str:
-    """The model's and drafter's files (contents, not paths), dtype, device, vLLM version, CPU
-    features, cores, what the optimized path adds to a CPU engine's environment (the linear
+    """The model's and drafter's files (contents, not paths), dtype, device (the GPU's name), vLLM
+    version, CPU features, cores, what the optimized path adds to a CPU engine's environment (the linear
     kernel's build and threads, every core, how its drafter runs) and the process environment
     (executor, threads): a choice measured under others does not apply."""
     from backend.engine.cpu_env import optimized_cpu_env, speculating_cpu_env
     from backend.provenance import cpu_flags
 
-    parts: list[str] = [settings.dtype, "gpu" if gpu else f"cpu-{platform.machine()}", _vllm_version()]
+    parts: list[str] = [settings.dtype, _gpu_name() if gpu else f"cpu-{platform.machine()}", _vllm_version()]
     if not gpu:
         parts += [",".join(cpu_flags()), f"cores={os.cpu_count()}"]
         parts += [f"{name}={arg.value}" for name, arg in optimized_cpu_env(settings)[0].items()]

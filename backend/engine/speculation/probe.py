@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from backend.engine.model_source import ModelSource
+from backend.engine.placement import plan_for
 from backend.engine.platform import on_gpu, process_tree_rss, room_for_another
 from backend.engine.profiles import Argument, EngineConfig, EngineProfile, engine_config
 from backend.engine.prompt_sets import parity_prompts
@@ -96,10 +97,13 @@ class _Candidate:
 
 
 def _candidates(source: ModelSource, settings: EngineSettings, drafts: Sequence[int]) -> list[_Candidate]:
+    """One engine config per candidate; on a GPU each with the optimized path's share of the
+    memory plan (they then run one after another: see ``_measure``)."""
     found: list[_Candidate] = []
     small = settings.model_copy(update={"kv_cache_gib": min(settings.kv_cache_gib, PROBE_KV_CACHE_GIB)})
+    plan = plan_for(source, settings) if on_gpu() else None
     for profile in probe_profiles(source, drafts):
-        config = engine_config(profile, source, small)
+        config = engine_config(profile, source, small, 1, plan)
         spec = config.args.get("speculative_config")
         method = "none" if spec is None else ("ngram" if spec.value.get("method") == "ngram" else "mtp")
         count = 0 if spec is None else int(spec.value["num_speculative_tokens"])
@@ -153,7 +157,10 @@ async def _measure(
     another where free memory cannot hold them all."""
     started: list[tuple[_Candidate, VllmEngine]] = []
     before, footprint = process_tree_rss(), 0
+    gpu = on_gpu()
     for index, candidate in enumerate(candidates):
+        if gpu:
+            break  # each candidate's engine takes the optimized path's whole share: one at a time
         if index == 1:
             footprint = process_tree_rss() - before
         if index >= 1 and not room_for_another(footprint)[0]:
@@ -168,7 +175,10 @@ async def _measure(
                     await settle()  # the candidate that ran last has stopped looking at its ring
                     await _decode(*started[(r + i + j) % len(started)], request, r)
         return
-    say("free memory cannot hold every candidate at once: measuring them one after another")
+    if gpu:
+        say("on a GPU each candidate gets the optimized path's share of the memory plan: one after another")
+    else:
+        say("free memory cannot hold every candidate at once: measuring them one after another")
     for candidate in candidates:
         engine = candidate.engine or await _start(candidate, log_dir, requests[0])
         for r in range(rounds):

@@ -1,0 +1,60 @@
+"""The vLLM arguments and environment a GPU adds to an engine path: its share of memory from the
+plan, sleep mode where the plan swaps engines, batch-invariant mode for ``exact``, and what vLLM
+will pick for attention on the card (said, not set: stock vLLM picks it for both paths)."""
+
+from __future__ import annotations
+
+from backend.engine.argument import Argument
+from backend.engine.memory_plan import MemoryPlan
+from backend.settings import EngineSettings
+
+BATCH_INVARIANT_ENV = "VLLM_BATCH_INVARIANT"
+
+
+def gpu_arguments(plan: MemoryPlan, profile: str) -> dict[str, Argument]:
+    share = plan.share(profile)
+    if plan.mode == "swap":
+        why = "the whole setting: this engine is alone on the GPU (the plan swaps engines)"
+    else:
+        why = "this engine's share: both paths' engines fit side by side (shares add up to the setting)"
+    args = {"gpu_memory_utilization": Argument(share, why)}
+    if plan.sleep_mode:
+        args["enable_sleep_mode"] = Argument(
+            True, "swapping puts this engine to sleep (weights to host memory) instead of stopping it"
+        )
+    return args
+
+
+def gpu_env(settings: EngineSettings) -> dict[str, Argument]:
+    if not settings.exact:
+        return {}
+    return {
+        BATCH_INVARIANT_ENV: Argument(
+            1, "exact = true: batch-invariant kernels, so a verifying step sums like a plain one (slower)"
+        )
+    }
+
+
+def expected_attention(capability: tuple[int, int], fa4_available: bool | None = None) -> str:
+    """What vLLM 0.32 runs Gemma 4's attention on for a card (its ``Gemma4Config`` rule): head_dim
+    512 rules out FlashAttention 2/3, so FlashAttention 4 where its wheel supports the card (Hopper,
+    Blackwell), else Triton attention for every layer."""
+    fa4 = capability[0] in (9, 10) if fa4_available is None else fa4_available
+    if fa4:
+        return "FLASH_ATTN (FlashAttention 4, all layers)"
+    return "TRITON_ATTN (all layers: no FlashAttention for head_dim 512 on this card)"
+
+
+SLIDING_FLASH_ATTENTION: dict[str, object] = {"backend_per_kind": {"sliding_window": "FLASH_ATTN"}}
+"""vLLM 0.32's per-layer-kind override: FlashAttention for Gemma 4's 256-dim sliding layers, the
+512-dim full layers left on Triton. A candidate to measure on cards where vLLM runs Triton for all."""
+
+
+def attention_candidates(
+    capability: tuple[int, int], fa4_available: bool | None = None
+) -> list[dict[str, object]]:
+    """``attention_config`` values worth measuring on a card: vLLM's own choice (``{}``) first, and
+    on Triton cards FlashAttention for the sliding layers. Not measured yet: no probe runs them."""
+    if "TRITON" in expected_attention(capability, fa4_available):
+        return [{}, SLIDING_FLASH_ATTENTION]
+    return [{}]

@@ -1,0 +1,146 @@
+"""The GPU memory plan, made before any engine starts: how the two paths share one GPU.
+
+From each path's footprint (``footprint``), the GPU's total and free memory and the setting
+``gpu_memory_utilization`` (the most of the card gemma-chat may take):
+
+* ``side-by-side``: both engines fit at once; each gets its footprint plus half the room left, the
+  shares adding up to at most the setting;
+* ``swap``: one engine fits but not two; the active path's engine gets the whole setting, and F2 /
+  compare swap engines (vLLM's sleep mode on CUDA, else stop one and start the other);
+* ``refused``: not even one engine fits — the message gives both numbers and what would fit.
+
+``engine.both_paths = "swap"`` forces swapping (also on the CPU, to test it there);
+``"side-by-side"`` forces the other way (vLLM then refuses a second engine that does not fit).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from backend.engine.footprint import GIB, Footprint
+from backend.engine.gpu import GpuFacts, GpuRefused
+
+Mode = Literal["side-by-side", "swap"]
+SLEEP_RESIDUE_BYTES = 1 * GIB
+"""What a sleeping engine keeps on the GPU (CUDA context, its allocator's metadata): an estimate."""
+MAX_UTILIZATION = 0.95
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    gpu: GpuFacts
+    setting: float
+    budget_bytes: int
+    """What gemma-chat may take: the setting's fraction of the card, or less where less is free."""
+    footprints: dict[str, Footprint]
+    mode: Mode
+    shares: dict[str, float]
+    """Each path's ``gpu_memory_utilization``."""
+    sleep_mode: bool
+    """Swapping puts the idle engine to sleep (vLLM's sleep mode) instead of stopping it."""
+    forced: bool = False
+    notes: tuple[str, ...] = ()
+
+    def share(self, profile: str) -> float:
+        return self.shares.get(profile, self.shares["optimized"])
+
+    def shares_text(self) -> str:
+        shares = ", ".join(f"{name} {share:g}" for name, share in self.shares.items())
+        return (
+            f"gpu_memory_utilization {shares} (setting {self.setting:g}, {self.budget_bytes / GIB:.1f} GiB)"
+        )
+
+    def lines(self) -> list[str]:
+        """The plan, for ``gemma-chat profiles``: the card, each path's needs, the mode and shares."""
+        out = [
+            f"GPU: {self.gpu.label()}",
+            f"budget: {self.budget_bytes / GIB:.1f} GiB (gpu_memory_utilization {self.setting:g} of "
+            f"{self.gpu.total_gib:.1f} GiB)",
+        ]
+        for name, footprint in self.footprints.items():
+            kind = "measured" if footprint.measured else "partly estimated"
+            out.append(f"{name} engine needs {footprint.total_gib:.1f} GiB ({kind}):")
+            out += [f"    {line}" for line in footprint.lines()]
+        how = "forced by engine.both_paths" if self.forced else "both fit at once"
+        if self.mode == "swap":
+            how = "forced by engine.both_paths" if self.forced else "one engine fits, two do not"
+            swap = "sleep mode (weights to host memory)" if self.sleep_mode else "stop one, start the other"
+            out.append(
+                f"plan: swap ({how}) — the active path's engine alone on the GPU; F2 and compare (F3) "
+                f"swap engines by {swap}; a compare times each path's turn, never the swap"
+            )
+        else:
+            out.append(f"plan: side by side ({how}) — both paths' engines on the GPU at once")
+        out.append("shares: " + ", ".join(f"{name} {share:.3f}" for name, share in self.shares.items()))
+        out += [f"note: {note}" for note in self.notes]
+        return out
+
+
+def plan_memory(
+    gpu: GpuFacts,
+    footprints: dict[str, Footprint],
+    setting: float,
+    both_paths: str = "auto",
+    sleep_available: bool = True,
+) -> MemoryPlan:
+    """The plan for ``footprints`` (``baseline``, ``optimized``) on ``gpu``; raises ``GpuRefused``
+    when not even one engine fits."""
+    notes: list[str] = []
+    budget = int(setting * gpu.total_bytes)
+    if gpu.free_bytes < budget:
+        budget = gpu.free_bytes - int(0.02 * gpu.total_bytes)
+        notes.append(
+            f"only {gpu.free_gib:.1f} GiB of {gpu.total_gib:.1f} GiB is free (other processes use the "
+            f"rest): the plan uses {budget / GIB:.1f} GiB, as vLLM refuses more than is free"
+        )
+    biggest = max(f.total for f in footprints.values())
+    if biggest > budget:
+        raise _refusal(gpu, setting, budget, biggest, footprints)
+    together = sum(f.total for f in footprints.values()) <= budget
+    forced = both_paths in ("side-by-side", "swap")
+    mode: Mode = (
+        "side-by-side" if (both_paths == "side-by-side" or (both_paths == "auto" and together)) else "swap"
+    )
+    if mode == "side-by-side":
+        spare = max(0, budget - sum(f.total for f in footprints.values())) // len(footprints)
+        shares = {name: (f.total + spare) / gpu.total_bytes for name, f in footprints.items()}
+        if not together:
+            notes.append("both engines do not fit at once: the second may fail to start (engine.both_paths)")
+            shares = {name: budget / len(footprints) / gpu.total_bytes for name in footprints}
+    else:
+        share = budget / gpu.total_bytes
+        if sleep_available:
+            # the sleeping engine keeps its context: the waking one must pass vLLM's free-memory check
+            share = min(share, (gpu.total_bytes - SLEEP_RESIDUE_BYTES) / gpu.total_bytes - 0.02)
+        shares = dict.fromkeys(footprints, share)
+    shares = {name: round(min(share, MAX_UTILIZATION), 3) for name, share in shares.items()}
+    return MemoryPlan(
+        gpu,
+        setting,
+        budget,
+        footprints,
+        mode,
+        shares,
+        mode == "swap" and sleep_available,
+        forced,
+        tuple(notes),
+    )
+
+
+def _refusal(
+    gpu: GpuFacts, setting: float, budget: int, need: int, footprints: dict[str, Footprint]
+) -> GpuRefused:
+    estimated = "" if all(f.measured for f in footprints.values()) else " (partly estimated)"
+    card = math.ceil(need / setting / GIB)
+    fixes = [f"a GPU with at least {card} GiB at gpu_memory_utilization {setting:g}"]
+    if need / gpu.total_bytes <= MAX_UTILIZATION and gpu.free_bytes >= need:
+        fixes.append(f"gpu_memory_utilization = {min(MAX_UTILIZATION, need / gpu.total_bytes + 0.01):.2f}")
+    return GpuRefused(
+        f"The model needs {need / GIB:.1f} GiB for one engine{estimated}; {gpu.name} gives it "
+        f"{budget / GIB:.1f} GiB ({setting:g} of {gpu.total_gib:.1f} GiB"
+        f"{', less what other processes use' if gpu.free_bytes < setting * gpu.total_bytes else ''}).",
+        "What would fit: " + "; or ".join(fixes) + ". Or run on the CPU (GEMMA_CHAT_ENGINE_BUILD=cpu), "
+        "or against a vLLM server (--server URL).",
+    )

@@ -1,0 +1,53 @@
+"""The memory plan for a resolved model under the settings, on this machine's GPU or a described
+one: the refusals that hold before any engine starts, then ``memory_plan.plan_memory``."""
+
+from __future__ import annotations
+
+import json
+
+from backend.engine.footprint import engine_footprint
+from backend.engine.gpu import GpuFacts, check_dtype, check_gpu, detect_gpu
+from backend.engine.memory_plan import MemoryPlan, plan_memory
+from backend.engine.model_source import ModelSource
+from backend.engine.platform import default_max_model_len
+from backend.settings import EngineSettings
+
+
+def context_tokens(source: ModelSource, settings: EngineSettings) -> int:
+    """The context window an engine gets (the same rule as ``profiles.engine_config``)."""
+    if settings.max_model_len is not None:
+        return settings.max_model_len
+    config = json.loads((source.path / "config.json").read_text())
+    text = config.get("text_config", config)
+    return min(default_max_model_len(), int(text.get("max_position_embeddings", 131072)))
+
+
+def model_type(source: ModelSource) -> str:
+    return str(json.loads((source.path / "config.json").read_text()).get("model_type", ""))
+
+
+def uses_drafter(source: ModelSource, settings: EngineSettings) -> bool:
+    return source.drafter is not None and settings.speculation in ("auto", "mtp")
+
+
+def plan_for(source: ModelSource, settings: EngineSettings, gpu: GpuFacts | None = None) -> MemoryPlan | None:
+    """The plan on ``gpu`` (default: this machine's; None where there is no GPU). Raises
+    ``GpuRefused`` for a card below compute capability 8.0, float16 for Gemma 4, or a model
+    that does not fit."""
+    sleep = True
+    if gpu is None:
+        gpu = detect_gpu()
+        if gpu is None:
+            return None
+        from vllm.platforms import current_platform
+
+        sleep = bool(current_platform.is_sleep_mode_available())
+    check_gpu(gpu)
+    check_dtype(settings.dtype, model_type(source), gpu)
+    tokens = context_tokens(source, settings)
+    drafter = source.drafter if uses_drafter(source, settings) else None
+    footprints = {
+        "baseline": engine_footprint(source.path, None, tokens, settings.dtype),
+        "optimized": engine_footprint(source.path, drafter, tokens, settings.dtype),
+    }
+    return plan_memory(gpu, footprints, settings.gpu_memory_utilization, settings.both_paths, sleep)

@@ -1,0 +1,169 @@
+"""Both paths on a GPU that holds one engine: one engine resident at a time, swapped on demand.
+
+In swap mode (``engine.both_paths = "swap"``, or the memory plan found room for one engine only)
+the pool hands out each path's engine behind ``ResidentEngine``: a request first makes its path's
+engine the resident one — the other is put to sleep (vLLM's sleep mode: weights to host memory,
+KV cache dropped; where the engine was started with it) or stopped — and holds the GPU until its
+last event. Turns and the two halves of a compare therefore never overlap, and the swap happens
+before the request reaches the engine, so no figure of the turn includes it (the engine's own
+clock starts at the request).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
+
+from backend.engine.protocol import (
+    Cancelled,
+    EngineInfo,
+    EngineRequest,
+    Failed,
+    Finished,
+    ProgressCallback,
+    TurnEvent,
+)
+from backend.errors import GemmaChatError
+from backend.messages import ChatMessage, RenderedPrompt
+
+if TYPE_CHECKING:
+    from backend.engine.protocol import Engine
+
+
+def path_note(profile: str, engine_args: dict[str, Any], swapping: bool) -> str:
+    """What the status bar says beside a ready engine: swap mode, and an optimized GPU path that
+    runs without speculation because no drafter was found."""
+    notes = ["swap mode"] if swapping else []
+    on_gpu = "gpu_memory_utilization" in engine_args
+    if profile == "optimized" and on_gpu and "speculative_config" not in engine_args:
+        notes.append("no drafter: no speculation (gemma-chat profiles)")
+    return "; ".join(notes)
+
+
+def can_sleep(engine: object) -> bool:
+    return bool(getattr(engine, "can_sleep", False))
+
+
+class Swapper:
+    """Which path's engine is on the device, and the swaps between them.
+
+    ``start(profile)`` is the pool's own start (state changes included); ``say(profile, stage,
+    detail)`` reports a swap's stage to the pool's listeners."""
+
+    def __init__(
+        self,
+        engines: dict[str, Engine],
+        start: Callable[[str], Any],
+        forget_start: Callable[[str], None],
+        say: Callable[[str, str, str], None],
+    ) -> None:
+        self.engines = engines
+        self._start = start
+        self._forget_start = forget_start
+        self._say = say
+        self.lock = asyncio.Lock()
+        self.resident: str | None = None
+        self.asleep: set[str] = set()
+        self.infos: dict[str, EngineInfo] = {}
+        self.activity: str | None = None
+        """What a swap in progress does, short enough for the status bar (``stopping optimized``,
+        ``starting baseline``, ``optimized to sleep``, ``waking baseline``), else None."""
+
+    async def make_resident(self, profile: str) -> EngineInfo:
+        """``profile``'s engine up and alone on the device. Call with ``lock`` held."""
+        previous = self.resident
+        if previous == profile and profile in self.infos:
+            return self.infos[profile]
+        try:
+            if previous is not None and previous != profile:
+                await self._swap_out(previous, profile)
+            self.resident = None
+            if profile in self.asleep:
+                self.activity = f"waking {profile}"
+                self._say(profile, "starting", "waking from sleep")
+                await self.engines[profile].wake_up()  # type: ignore[attr-defined]
+                self.asleep.discard(profile)
+            else:
+                self.activity = f"starting {profile}"
+                self.infos[profile] = await self._start(profile)
+            self.resident = profile
+        finally:
+            self.activity = None
+        self._say(profile, "ready", "swapped in")  # after the activity ends: the status bar moves on
+        return self.infos[profile]
+
+    async def _swap_out(self, previous: str, profile: str) -> None:
+        engine = self.engines.get(previous)
+        if engine is None:
+            return
+        if can_sleep(engine):
+            self.activity = f"{previous} to sleep"
+            await engine.sleep()  # type: ignore[attr-defined]
+            self.asleep.add(previous)
+            self._say(previous, "asleep", f"asleep: swapped out for {profile}")
+        else:
+            self.activity = f"stopping {previous}"
+            await engine.shutdown()
+            self._forget_start(previous)
+            self._say(previous, "stopped", f"stopped: swapped out for {profile}")
+
+    def forget(self, profile: str) -> None:
+        """A discarded engine (it died): nothing of it is resident, asleep or known."""
+        if self.resident == profile:
+            self.resident = None
+        self.asleep.discard(profile)
+        self.infos.pop(profile, None)
+
+
+class ResidentEngine:
+    """A path's engine that makes itself resident for each request (see the module's docstring)."""
+
+    def __init__(self, swapper: Swapper, profile: str, engine: Engine) -> None:
+        self.swapper = swapper
+        self.profile = profile
+        self.engine = engine
+
+    async def start(self, progress: ProgressCallback | None = None) -> EngineInfo:
+        async with self.swapper.lock:
+            return await self.swapper.make_resident(self.profile)
+
+    async def stream(self, request: EngineRequest) -> AsyncIterator[TurnEvent]:
+        lock = self.swapper.lock
+        await lock.acquire()
+        held = True
+        try:
+            try:
+                await self.swapper.make_resident(self.profile)
+            except GemmaChatError as error:
+                yield Failed(
+                    request.request_id,
+                    f"Swapping to the {self.profile} engine failed: {error}",
+                    "not_running",
+                )
+                return
+            async for event in self.engine.stream(request):
+                if isinstance(event, Finished | Cancelled | Failed) and held:
+                    lock.release()  # the request is over: a consumer that stops reading here frees the GPU
+                    held = False
+                yield event
+        finally:
+            if held:
+                lock.release()
+
+    async def abort(self, request_id: str) -> None:
+        await self.engine.abort(request_id)
+
+    async def shutdown(self) -> None:
+        await self.engine.shutdown()
+
+    def render(
+        self, messages: list[ChatMessage], tools: list[dict[str, Any]] | None = None
+    ) -> RenderedPrompt:
+        return self.engine.render(messages, tools)
+
+    def decode(self, token_ids: list[int]) -> str:
+        return self.engine.decode(token_ids)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.engine, name)  # anything else (a server's url, cache resets) is the engine's

@@ -1,0 +1,165 @@
+"""A CUDA GPU that is not there, for vLLM's own config classes to judge the app's arguments.
+
+Run in a fresh interpreter (``python tests/fake_cuda.py SPECS.json``): vLLM's modules bind
+``current_platform`` when they are imported, so the fake is installed before any of them loads;
+the card it reports is switched between specs. Each spec gives the card (memory in GiB, compute
+capability, name, whether FlashAttention 4 supports it) and the model folder; for each the run
+reports:
+
+* ``plan``: the app's memory plan for the E2B-shaped folder on that card (``placement.plan_for``
+  with ``detect_gpu`` reading the fake through vLLM's platform and ``torch.cuda.mem_get_info``);
+* ``engine``: ``AsyncEngineArgs(**the app's arguments).create_engine_config()`` for each path —
+  model, scheduler, cache, attention selection (Gemma 4's head_dim 512 rule) and, for the optimized
+  path, ``SpeculativeConfig`` built from the drafter folder;
+
+It prints one JSON document on stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+CARD: dict[str, Any] = {"name": "fake", "total": 0, "capability": (8, 0), "fa4": False}
+"""The card the fake platform reports now: ``use`` changes it between specs in one process."""
+
+
+def use(memory_gib: float, capability: tuple[int, int], name: str, fa4: bool) -> None:
+    import torch
+
+    total = int(memory_gib * 2**30)
+    CARD.update(name=name, total=total, capability=capability, fa4=fa4)
+    torch.cuda.mem_get_info = lambda device=None: (total, total)  # type: ignore[assignment]
+
+
+def install() -> None:
+    """vLLM's CUDA platform, answering from ``CARD``; the CUDA build's compiled parts it imports
+    stubbed (kernel capability queries answered "no": they gate fp8 and fp4 kernels only)."""
+    import types
+
+    import torch
+
+    from backend.engine import env as vllm_env
+
+    vllm_env.prepare()
+    sys.modules.setdefault("vllm._C_stable_libtorch", types.ModuleType("vllm._C_stable_libtorch"))
+    flash = types.ModuleType("vllm.vllm_flash_attn")
+    interface = types.ModuleType("vllm.vllm_flash_attn.flash_attn_interface")
+    interface.is_fa_version_supported = lambda version: CARD["fa4"] and version == 4  # type: ignore[attr-defined]
+    for attr in (
+        "compile_flash_attn_varlen_func_from_specs",
+        "flash_attn_varlen_func",
+        "get_scheduler_metadata",
+    ):
+        setattr(flash, attr, None)
+    flash.flash_attn_interface = interface  # type: ignore[attr-defined]
+    sys.modules["vllm.vllm_flash_attn"] = flash
+    sys.modules["vllm.vllm_flash_attn.flash_attn_interface"] = interface
+    for op in (
+        "cutlass_scaled_mm_supports_block_fp8",
+        "cutlass_scaled_mm_supports_fp8",
+        "cutlass_group_gemm_supported",
+        "cutlass_scaled_mm_supports_fp4",
+    ):
+        setattr(torch.ops._C, op, lambda *args, **kwargs: False)
+    import vllm.platforms as platforms
+    from vllm.platforms.cuda import NonNvmlCudaPlatform
+    from vllm.platforms.interface import DeviceCapability
+
+    class FakeCuda(NonNvmlCudaPlatform):
+        @classmethod
+        def get_device_capability(cls, device_id: int = 0) -> DeviceCapability:
+            return DeviceCapability(*CARD["capability"])
+
+        @classmethod
+        def get_device_name(cls, device_id: int = 0) -> str:
+            return str(CARD["name"])
+
+        @classmethod
+        def get_device_total_memory(cls, device_id: int = 0) -> int:
+            return int(CARD["total"])
+
+        @classmethod
+        def is_fully_connected(cls, physical_device_ids: list[int]) -> bool:
+            return True
+
+        @classmethod
+        def device_count(cls) -> int:
+            return 1
+
+        def is_cumem_allocator_available(self) -> bool:
+            return True  # the CUDA build ships vLLM's cumem allocator (sleep mode needs it)
+
+    platforms._current_platform = FakeCuda()
+    torch.cuda.is_available = lambda: True  # type: ignore[assignment]
+    torch.cuda.device_count = lambda: 1  # type: ignore[assignment]
+
+
+def _engine(config: Any) -> dict[str, Any]:
+    from vllm.engine.arg_utils import AsyncEngineArgs
+
+    kwargs = {**config.engine_kwargs(), "skip_tokenizer_init": True}
+    built = AsyncEngineArgs(**kwargs).create_engine_config()
+    spec = built.speculative_config
+    attention = built.attention_config
+    return {
+        "gpu_memory_utilization": built.cache_config.gpu_memory_utilization,
+        "dtype": str(built.model_config.dtype),
+        "max_model_len": built.model_config.max_model_len,
+        "attention_backend": attention.backend.name if attention.backend else None,
+        "flash_attn_version": attention.flash_attn_version,
+        "backend_per_kind": {k: v.name for k, v in attention.backend_per_kind.items()},
+        "speculative_method": spec.method if spec is not None else None,
+        "speculative_tokens": spec.num_speculative_tokens if spec is not None else None,
+        "sleep_mode": built.model_config.enable_sleep_mode,
+        "async_scheduling": built.scheduler_config.async_scheduling,
+        "device": str(built.device_config.device),
+    }
+
+
+def run(spec: dict[str, Any]) -> dict[str, Any]:
+    use(spec["memory_gib"], tuple(spec["capability"]), spec["name"], spec.get("fa4", False))
+    from dataclasses import replace
+    from pathlib import Path
+
+    from backend.engine.argument import Argument
+    from backend.engine.gpu import GpuRefused, detect_gpu
+    from backend.engine.model_source import resolve
+    from backend.engine.placement import plan_for
+    from backend.engine.profiles import EngineProfile, engine_config
+    from backend.settings import EngineSettings
+
+    out: dict[str, Any] = {}
+    gpu = detect_gpu()
+    out["gpu"] = None if gpu is None else [gpu.name, gpu.total_bytes, gpu.capability]
+    settings = EngineSettings(**spec.get("settings", {}))
+    source = resolve(str(Path(spec["model"])), drafter=spec.get("drafter"))
+    out["drafter"] = str(source.drafter) if source.drafter else None
+    try:
+        plan = plan_for(source, settings)
+    except GpuRefused as error:
+        out["refused"] = str(error)
+        return out
+    assert plan is not None
+    out["mode"], out["shares"] = plan.mode, plan.shares
+    if spec.get("engine", True):
+        for name in ("baseline", "optimized"):
+            config = engine_config(EngineProfile.named(name), source, settings, 1, plan)
+            if spec.get("attention") and name == "optimized":
+                extra = Argument(spec["attention"], "a measured-choice candidate")
+                config = replace(config, args={**config.args, "attention_config": extra})
+            out[name] = {"args": {k: repr(v) for k, v in config.engine_kwargs().items()}}
+            out[name]["env"] = config.env_values()
+            try:
+                out[name]["vllm"] = _engine(config)
+            except Exception as error:  # vLLM's own refusal is a finding: report it
+                out[name]["vllm_error"] = f"{type(error).__name__}: {error}"
+    return out
+
+
+if __name__ == "__main__":
+    install()
+    with open(sys.argv[1]) as spec_file:
+        specs = json.load(spec_file)
+    print("FAKE-CUDA-RESULT " + json.dumps([run(spec) for spec in specs]))

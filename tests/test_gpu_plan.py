@@ -1,0 +1,368 @@
+"""The GPU path without a GPU: the memory plan, the refusals, the drafter found where users keep it,
+and vLLM's own config classes judging the app's arguments on a faked CUDA platform.
+
+The faked platform (tests/fake_cuda.py) runs in one subprocess for every card below: vLLM's
+``AsyncEngineArgs(...).create_engine_config()`` builds the model, cache, scheduler, attention and
+(optimized path) ``SpeculativeConfig`` from an E2B-shaped folder (tests/e2b_folder.py: the shipped
+config, sparse weights of the real size, a sibling assistant). Nothing here runs a kernel.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from backend.engine.footprint import GIB
+from backend.engine.gpu import GpuRefused, described_gpu
+from backend.engine.model_source import resolve
+from backend.engine.placement import plan_for
+from backend.engine.profiles import EngineProfile, engine_config
+from backend.errors import NotACheckpoint
+from backend.settings import EngineSettings
+from tests.e2b_folder import make_e2b_folder
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def e2b(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_e2b_folder(tmp_path_factory.mktemp("models"))
+
+
+@pytest.fixture(scope="module")
+def e2b_alone(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_e2b_folder(tmp_path_factory.mktemp("lonely"), assistant=False)
+
+
+def _plan(model: Path, gib: float, capability: tuple[int, int] = (8, 9), **settings: Any) -> Any:
+    source = resolve(str(model))
+    return plan_for(source, EngineSettings(**settings), described_gpu(gib, capability))
+
+
+# -- the plan ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("gib", "mode"), [(16, "swap"), (24, "swap"), (48, "side-by-side"), (80, "side-by-side")]
+)
+def test_plan_for_common_cards(e2b: Path, gib: int, mode: str) -> None:
+    plan = _plan(e2b, gib)
+    assert plan.mode == mode
+    if mode == "swap":  # one engine alone: the whole setting (not half of it, as before)
+        assert plan.shares == {"baseline": 0.85, "optimized": 0.85}
+        assert plan.sleep_mode
+    else:
+        assert sum(plan.shares.values()) <= 0.85 + 1e-9
+        for name, footprint in plan.footprints.items():
+            assert plan.shares[name] * gib * GIB >= footprint.total
+    assert plan.footprints["optimized"].drafter is not None  # the sibling assistant counts
+
+
+def test_a_card_too_small_is_refused_with_both_numbers(e2b: Path) -> None:
+    with pytest.raises(GpuRefused) as refused:
+        _plan(e2b, 12)
+    text = str(refused.value)
+    assert "needs 12.2 GiB" in text and "gives it 10.2 GiB" in text and "at least 15 GiB" in text
+
+
+def test_pre_ampere_and_float16_are_refused_naming_the_card(e2b: Path) -> None:
+    with pytest.raises(GpuRefused, match=r"T4.*compute capability 7\.5.*float16"):
+        _plan(e2b, 16, (7, 5))
+    with pytest.raises(GpuRefused, match=r"float16 on .*L4"):
+        _plan(e2b, 24, dtype="float16")
+
+
+def test_swap_can_be_forced_and_free_memory_caps_the_budget(e2b: Path) -> None:
+    assert _plan(e2b, 80, both_paths="swap").mode == "swap"
+    source = resolve(str(e2b))
+    busy = described_gpu(80)
+    busy = type(busy)(
+        busy.name, busy.total_bytes, 20 * GIB, busy.capability, True
+    )  # 20 GiB free: other processes hold the rest
+    plan = plan_for(source, EngineSettings(), busy)
+    assert plan.mode == "swap" and plan.budget_bytes < 20 * GIB
+    assert any("free" in note for note in plan.notes)
+
+
+def test_arguments_carry_the_plan(e2b: Path) -> None:
+    source = resolve(str(e2b))
+    plan = plan_for(source, EngineSettings(exact=True), described_gpu(24))
+    config = engine_config(EngineProfile.optimized(), source, EngineSettings(exact=True), 1, plan)
+    args = config.engine_kwargs()
+    assert args["gpu_memory_utilization"] == 0.85 and args["enable_sleep_mode"] is True
+    assert args["speculative_config"]["model"].endswith("gemma-4-E2B-it-assistant")
+    assert config.env_values()["VLLM_BATCH_INVARIANT"] == "1"
+
+
+def test_exact_is_refused_on_the_cpu(e2b: Path) -> None:
+    with pytest.raises(GpuRefused, match="exact = true needs a GPU"):
+        engine_config(EngineProfile.baseline(), resolve(str(e2b)), EngineSettings(exact=True))
+
+
+# -- the drafter ---------------------------------------------------------------------------------
+
+
+def test_drafter_found_beside_inside_and_given(e2b: Path, e2b_alone: Path, tmp_path: Path) -> None:
+    beside = resolve(str(e2b))
+    assert beside.drafter == e2b.parent / "gemma-4-E2B-it-assistant"
+    assert "beside" in beside.drafter_note
+    inside = make_e2b_folder(tmp_path)
+    (tmp_path / "gemma-4-E2B-it-assistant").rename(inside / "assistant")
+    assert resolve(str(inside)).drafter == inside / "assistant"
+    given = resolve(str(e2b_alone), drafter=str(beside.drafter))
+    assert given.drafter == beside.drafter
+    with pytest.raises(NotACheckpoint, match="not a Gemma 4 assistant"):
+        resolve(str(e2b_alone), drafter=str(e2b))
+    none = resolve(str(e2b_alone))
+    assert none.drafter is None and "no MTP drafter found" in none.drafter_note
+
+
+def test_no_drafter_on_a_gpu_means_no_speculation_not_ngram(e2b_alone: Path) -> None:
+    source = resolve(str(e2b_alone))
+    plan = plan_for(source, EngineSettings(), described_gpu(24))
+    config = engine_config(EngineProfile.optimized(), source, EngineSettings(), 1, plan)
+    assert "speculative_config" not in config.args
+    assert any("no MTP drafter found" in note and "ngram is not" in note for note in config.notes)
+    forced = engine_config(EngineProfile.optimized(), source, EngineSettings(speculation="ngram"), 1, plan)
+    assert forced.engine_kwargs()["speculative_config"]["method"] == "ngram"
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", "profiles", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+
+
+def test_profiles_on_a_local_folder_with_a_sibling_assistant_shows_mtp(e2b: Path, e2b_alone: Path) -> None:
+    shown = _cli("--model", str(e2b), "--gpu-memory", "24")
+    assert shown.returncode == 0, shown.stderr
+    assert "plan: swap" in shown.stdout and "gpu_memory_utilization = 0.85" in shown.stdout
+    assert "speculative_config = {'model': '" + str(e2b.parent / "gemma-4-E2B-it-assistant") in shown.stdout
+    assert "'method': 'ngram'" not in shown.stdout
+    alone = _cli("--model", str(e2b_alone), "--gpu-memory", "80", "--gpu-capability", "9.0")
+    assert "plan: side by side" in alone.stdout and "FlashAttention 4" in alone.stdout
+    assert "no MTP drafter found" in alone.stdout and "'method': 'ngram'" not in alone.stdout
+    refused = _cli("--model", str(e2b), "--gpu-memory", "12")
+    assert refused.returncode == 2 and "gives it 10.2 GiB" in refused.stderr
+
+
+# -- vLLM's own config classes on a faked CUDA platform ------------------------------------------
+
+CARDS = [
+    {"key": "t4", "memory_gib": 16, "capability": [7, 5], "name": "Tesla T4"},
+    {"key": "a100", "memory_gib": 80, "capability": [8, 0], "name": "NVIDIA A100-SXM4-80GB"},
+    {"key": "l4", "memory_gib": 24, "capability": [8, 9], "name": "NVIDIA L4"},
+    {"key": "rtx4080", "memory_gib": 16, "capability": [8, 9], "name": "NVIDIA GeForce RTX 4080"},
+    {"key": "l40s", "memory_gib": 48, "capability": [8, 9], "name": "NVIDIA L40S"},
+    {"key": "h100", "memory_gib": 80, "capability": [9, 0], "name": "NVIDIA H100 80GB HBM3", "fa4": True},
+    {
+        "key": "b200",
+        "memory_gib": 80,
+        "capability": [10, 0],
+        "name": "NVIDIA B200 (80 GiB slice)",
+        "fa4": True,
+    },
+    {
+        "key": "fp16",
+        "memory_gib": 24,
+        "capability": [8, 9],
+        "name": "NVIDIA L4",
+        "settings": {"dtype": "float16"},
+    },
+    {"key": "alone", "memory_gib": 24, "capability": [8, 9], "name": "NVIDIA L4", "lonely": True},
+    {
+        "key": "ngram",
+        "memory_gib": 24,
+        "capability": [8, 9],
+        "name": "NVIDIA L4",
+        "lonely": True,
+        "settings": {"speculation": "ngram"},
+    },
+    {
+        "key": "per-kind",
+        "memory_gib": 24,
+        "capability": [8, 6],
+        "name": "NVIDIA A10",
+        "attention": {"backend_per_kind": {"sliding_window": "FLASH_ATTN"}},
+    },
+    {
+        "key": "exact",
+        "memory_gib": 80,
+        "capability": [9, 0],
+        "name": "NVIDIA H100",
+        "fa4": True,
+        "settings": {"exact": True},
+    },
+]
+
+
+@pytest.fixture(scope="module")
+def faked(e2b: Path, e2b_alone: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    specs = [{**card, "model": str(e2b_alone if card.get("lonely") else e2b)} for card in CARDS]
+    path = tmp_path_factory.mktemp("fake-cuda") / "specs.json"
+    path.write_text(json.dumps(specs))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "fake_cuda.py"), str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    line = next((x for x in done.stdout.splitlines() if x.startswith("FAKE-CUDA-RESULT ")), None)
+    assert line is not None, done.stderr[-3000:]
+    return {
+        card["key"]: result for card, result in zip(CARDS, json.loads(line.split(" ", 1)[1]), strict=True)
+    }
+
+
+def _vllm(result: dict[str, Any], path: str) -> dict[str, Any]:
+    assert "vllm_error" not in result[path], result[path].get("vllm_error")
+    return dict(result[path]["vllm"])
+
+
+def test_faked_gpu_is_read_through_vllms_platform(faked: dict[str, Any]) -> None:
+    assert faked["l4"]["gpu"] == ["NVIDIA L4", 24 * GIB, [8, 9]]
+
+
+def test_faked_refusals(faked: dict[str, Any]) -> None:
+    assert "Tesla T4 has compute capability 7.5" in faked["t4"]["refused"]
+    assert "float16 on NVIDIA L4" in faked["fp16"]["refused"]
+
+
+@pytest.mark.parametrize(
+    ("key", "mode", "attention"),
+    [
+        ("a100", "side-by-side", "TRITON_ATTN"),
+        ("l4", "swap", "TRITON_ATTN"),
+        ("rtx4080", "swap", "TRITON_ATTN"),
+        ("l40s", "side-by-side", "TRITON_ATTN"),
+        ("h100", "side-by-side", "FA4"),
+        ("b200", "side-by-side", "FA4"),
+    ],
+)
+def test_vllm_accepts_both_paths(faked: dict[str, Any], key: str, mode: str, attention: str) -> None:
+    result = faked[key]
+    assert result["mode"] == mode
+    baseline, optimized = _vllm(result, "baseline"), _vllm(result, "optimized")
+    for built, path in ((baseline, "baseline"), (optimized, "optimized")):
+        assert built["device"] == "cuda" and built["dtype"] == "torch.bfloat16"
+        assert built["gpu_memory_utilization"] == result["shares"][path]
+        assert built["sleep_mode"] is (mode == "swap")
+        if attention == "FA4":
+            assert built["flash_attn_version"] == 4 and built["attention_backend"] in (None, "FLASH_ATTN")
+        else:
+            assert built["attention_backend"] == "TRITON_ATTN"
+    assert optimized["speculative_method"] == "mtp" and optimized["speculative_tokens"] == 2
+    assert baseline["speculative_method"] is None
+    assert optimized["async_scheduling"] == baseline["async_scheduling"]
+
+
+def test_without_a_drafter_the_optimized_path_keeps_async_scheduling(faked: dict[str, Any]) -> None:
+    alone = _vllm(faked["alone"], "optimized")
+    assert alone["speculative_method"] is None and alone["async_scheduling"] is True
+    # why no silent ngram: vLLM turns async scheduling off for it (the baseline keeps it)
+    forced = _vllm(faked["ngram"], "optimized")
+    assert forced["speculative_method"] == "ngram" and forced["async_scheduling"] is False
+
+
+def test_exact_sets_batch_invariant_on_both_paths(faked: dict[str, Any]) -> None:
+    for path in ("baseline", "optimized"):
+        assert faked["exact"][path]["env"] == {"VLLM_BATCH_INVARIANT": "1"}
+        _vllm(faked["exact"], path)
+
+
+def test_the_compare_line_says_which_kernels_a_gpu_ran() -> None:
+    from backend.chat.compare import CompareResult, kernel_mode
+    from backend.chat.parity import compare_tokens
+    from backend.engine.metrics import TurnMetrics
+    from backend.engine.protocol import EngineInfo, Finished
+
+    def info(env: dict[str, str], gpu: bool = True) -> EngineInfo:
+        args = {"gpu_memory_utilization": 0.85} if gpu else {}
+        return EngineInfo("m", 4096, frozenset({"text"}), args, env)
+
+    exact = {"VLLM_BATCH_INVARIANT": "1"}
+    assert kernel_mode(info(exact), info(exact)).startswith("exact mode")
+    assert kernel_mode(info({}), info({})).startswith("fast mode")
+    assert kernel_mode(info({}, gpu=False), info({}, gpu=False)) == ""
+    done = Finished("r", "hi", (1, 2), TurnMetrics(), "stop")
+    result = CompareResult(
+        done, done, compare_tokens((1, 2), (1, 2), str), (), kernel_mode(info(exact), info(exact))
+    )
+    assert result.summary().endswith("exact mode (batch-invariant kernels on both paths)")
+
+
+@pytest.mark.parametrize(("gib", "together"), [(24, False), (80, True)])
+async def test_bench_on_a_gpu_follows_the_plan(
+    e2b: Path, gib: int, together: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bench's engines get the plan's shares (adding up to at most the setting side by side, the
+    whole setting each one after the other) and its schedule says which."""
+    from backend.bench import session
+    from backend.bench.options import BenchOptions
+    from backend.settings import Settings
+    from tests.fake_engine import FakeEngine
+
+    source = resolve(str(e2b))
+    plan = plan_for(source, EngineSettings(), described_gpu(gib))
+    configs = session.path_configs(source, Settings(), BenchOptions(), plan)
+    shares = [c.engine_kwargs()["gpu_memory_utilization"] for c in configs.values()]
+    assert (sum(shares) <= 0.85 + 1e-9) if together else shares == [0.85, 0.85]
+    up: list[str] = []
+
+    async def start(path: str, *args: Any) -> FakeEngine:
+        up.append(path)
+        return FakeEngine(path)
+
+    async def nothing(*args: Any) -> dict[str, Any]:
+        return {}
+
+    monkeypatch.setattr(session, "_start", start)
+    monkeypatch.setattr(session, "warm_up", nothing)
+    monkeypatch.setattr(session, "run_interleaved", nothing)
+    monkeypatch.setattr(session, "room_for_another", lambda footprint: (True, 64 * GIB))  # host RAM: plenty
+    _, schedule = await session.measure_paths(source, configs, BenchOptions(), None, print, None, None, plan)  # type: ignore[arg-type]
+    assert ("side by side" in schedule) is together
+    assert ("one path after the other: the GPU holds one engine" in schedule) is not together
+
+
+def test_per_layer_kind_attention_is_a_candidate_vllm_accepts_on_triton_cards(faked: dict[str, Any]) -> None:
+    from backend.engine.gpu_args import SLIDING_FLASH_ATTENTION, attention_candidates
+
+    assert attention_candidates((8, 6)) == [{}, SLIDING_FLASH_ATTENTION]
+    assert attention_candidates((9, 0)) == [{}]
+    built = _vllm(faked["per-kind"], "optimized")
+    assert built["attention_backend"] == "TRITON_ATTN"  # the 512-dim full layers
+    assert built["backend_per_kind"] == {"sliding_window": "FLASH_ATTN"}
+
+
+def test_a_gpu_speculation_choice_is_kept_per_card(e2b: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import vllm.platforms
+
+    from backend.engine.speculation.choice import choice_key
+
+    source, settings = resolve(str(e2b)), EngineSettings()
+
+    class Card:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def get_device_name(self) -> str:
+            return self.name
+
+    monkeypatch.setattr(vllm.platforms, "_current_platform", Card("NVIDIA L4"))
+    l4 = choice_key(source, settings, gpu=True)
+    monkeypatch.setattr(vllm.platforms, "_current_platform", Card("NVIDIA H100"))
+    assert choice_key(source, settings, gpu=True) != l4
