@@ -44,7 +44,8 @@ class EngineSettings(Strict):
     kv_cache_gib: int = Field(default=2, ge=1)
     """CPU only: GiB (whole) of host memory for each engine's KV cache."""
     gpu_memory_utilization: float = Field(default=0.85, gt=0, le=0.95)
-    """GPU only: fraction of GPU memory each engine may take."""
+    """GPU only: the most of the card gemma-chat's engines may take together; one engine alone gets
+    all of it, two side by side split it (the memory plan, ``gemma-chat profiles``)."""
     seed: int = 0
     """Engine seed, so greedy and seeded runs repeat."""
     speculation: Literal["auto", "mtp", "ngram", "none"] = "auto"

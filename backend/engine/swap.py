@@ -158,9 +158,9 @@ class ResidentEngine:
         await self.engine.shutdown()
 
     def render(
-        self, messages: list[ChatMessage], tools: list[dict[str, Any]] | None = None
+        self, messages: list[ChatMessage], tools: list[dict[str, Any]] | None = None, *, think: bool = False
     ) -> RenderedPrompt:
-        return self.engine.render(messages, tools)
+        return self.engine.render(messages, tools, think=think)
 
     def decode(self, token_ids: list[int]) -> str:
         return self.engine.decode(token_ids)
