@@ -12,6 +12,7 @@ from textual.widgets.markdown import MarkdownStream
 from app.tui.widgets.tool_block import ToolBlock
 from backend.engine.metrics import TurnMetrics
 from backend.media.attachment import Attachment
+from backend.terminal_text import terminal_safe
 from backend.tools.gemma_format import VisibleStream
 from backend.tools.runner import ToolRecord
 from backend.tools.spec import ToolCall
@@ -102,7 +103,7 @@ class MessageView(Vertical):
         tools = Vertical(*(ToolBlock(record=r) for r in self.tool_records), classes="tools")
         tools.display = bool(self.tool_records)
         yield tools
-        yield Markdown(self.text, classes="body", parser_factory=chat_markdown)
+        yield Markdown(terminal_safe(self.text), classes="body", parser_factory=chat_markdown)
         if self.role != "user":
             yield Sparkline([], classes="spark")
             line = figures_line(self.metrics, self.path, self.tool_seconds)
@@ -120,7 +121,7 @@ class MessageView(Vertical):
         if self._stream is None:
             self._stream = Markdown.get_stream(self.body)
         self.text += fragment
-        await self._stream.write(fragment)
+        await self._stream.write(terminal_safe(fragment))
 
     async def add_tool_call(self, index: int, call: ToolCall) -> None:
         """A call starts: its block joins the timeline (the next model step streams after it)."""
@@ -153,7 +154,7 @@ class MessageView(Vertical):
         if self._stream is not None:
             await self._stream.stop()
             self._stream = None
-        await self.body.update(self.text)
+        await self.body.update(terminal_safe(self.text))
         self.status = status
         if self.role != "user":
             self.query_one(".spark", Sparkline).display = False
@@ -165,7 +166,7 @@ class MessageView(Vertical):
     async def fail(self, message: str) -> None:
         """End the reply with an error block; whatever streamed before stays above it."""
         await self.finish(self.metrics, "failed")
-        await self.mount(Static(message, classes="error", markup=False))
+        await self.mount(Static(terminal_safe(message), classes="error", markup=False))
 
     def last_code_block(self) -> str | None:
         blocks = self.text.split("```")
