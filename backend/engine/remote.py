@@ -37,6 +37,7 @@ from backend.engine.protocol import (
     Started,
     TurnEvent,
 )
+from backend.engine.remote_checks import ChunkReader, Deadlines, ServerSilent, served_model
 from backend.engine.remote_media import JOIN_TEMPLATE, MediaNotSendable, media_parts
 from backend.engine.server_http import (
     GaugePoller,
@@ -44,7 +45,7 @@ from backend.engine.server_http import (
     server_tokens,
     with_server_gauges,
 )
-from backend.engine.tokenizer_check import tokenizer_divergence
+from backend.engine.tokenizer_check import TokenizerDivergence, first_divergence
 from backend.errors import EngineStartFailed
 from backend.messages import ChatMessage, PromptRenderer, RenderedPrompt
 
@@ -57,12 +58,18 @@ class RemoteEngine:
     """One engine path served by a vLLM server at ``url`` (``http://host:port``)."""
 
     def __init__(
-        self, url: str, tokenizer_dir: Path | None, api_key: str | None = None, name: str = ""
+        self,
+        url: str,
+        tokenizer_dir: Path | None,
+        api_key: str | None = None,
+        name: str = "",
+        deadlines: Deadlines | None = None,
     ) -> None:
         self.url = url.rstrip("/").removesuffix("/v1")
         self.tokenizer_dir = tokenizer_dir
         self.api_key = api_key
         self.name = name
+        self.deadlines = deadlines or Deadlines()
         self.info: EngineInfo | None = None
         self.served_model = ""
         self._client: Any = None
@@ -72,6 +79,8 @@ class RemoteEngine:
         self._cancelled: set[str] = set()
         self.described: dict[str, Any] = {"server": self.url}
         """What the server said about itself at the last start (kept after ``shutdown``)."""
+        self.tokenizer_note = ""
+        """Set at start when the wrong-model check could not be made (no ``/tokenize``)."""
         self.last_prompt_token_ids: tuple[int, ...] = ()
         """The prompt as the server tokenized it, from the last turn's first chunk."""
 
@@ -102,9 +111,7 @@ class RemoteEngine:
             raise EngineStartFailed(
                 f"The vLLM server at {self.url} answered /v1/models with {models.status_code}."
             )
-        served = models.json().get("data") or [{}]
-        self.served_model = str(served[0].get("id", ""))
-        max_len = int(served[0].get("max_model_len") or 0)
+        self.served_model, max_len = served_model(self.url, models)
         tokenizer = self.tokenizer_dir or Path(self.served_model)
         if (
             not (tokenizer / "tokenizer_config.json").is_file()
@@ -117,9 +124,15 @@ class RemoteEngine:
         import asyncio
 
         self._renderer = await asyncio.to_thread(PromptRenderer.for_model, str(tokenizer))
-        self._client = AsyncOpenAI(base_url=f"{self.url}/v1", api_key=self.api_key or "none", max_retries=0)
+        longest = max(self.deadlines.first_chunk_s, self.deadlines.between_chunks_s) + CONNECT_TIMEOUT_S
+        self._client = AsyncOpenAI(
+            base_url=f"{self.url}/v1",
+            api_key=self.api_key or "none",
+            max_retries=0,
+            timeout=longest,  # a backstop: ChunkReader times each read
+        )
         self._http = httpx.AsyncClient(timeout=CONNECT_TIMEOUT_S, headers=headers)
-        await self._check_tokenizer(tokenizer)
+        await self._check_tokenizer(tokenizer, say)
         parallel = await server_parallel(self._http, self.url)
         self.info = EngineInfo(
             model=self.served_model,
@@ -131,13 +144,24 @@ class RemoteEngine:
         say("ready")
         return self.info
 
-    async def _check_tokenizer(self, tokenizer: Path) -> None:
+    async def _check_tokenizer(self, tokenizer: Path, say: ProgressCallback) -> None:
         """A wrong model (the server's tokenizer is not the local copy's) is refused at connect
-        time: every prompt rendered here would reach the model as other tokens."""
+        time: every prompt rendered here would reach the model as other tokens. A server without
+        ``/tokenize`` cannot be checked, and the user is told so."""
         sample = self.render([ChatMessage("user", TOKENIZER_SAMPLE)]).text
-        divergence = await tokenizer_divergence(self, sample)
-        if divergence is None:
+        served = await self.server_prompt_token_ids(sample)
+        if served is None:
+            self.tokenizer_note = (
+                f"note: the server at {self.url} has no usable /tokenize, so the check that it serves "
+                "this model (the same tokenizer) was skipped"
+            )
+            say(self.tokenizer_note)
             return
+        local = self.prompt_token_ids(sample)
+        index = first_divergence(served, local)
+        if index is None:
+            return
+        divergence = TokenizerDivergence(len(served), len(local), index)
         await self.shutdown()
         raise EngineStartFailed(
             f"The vLLM server at {self.url} serves {self.served_model!r}, whose tokenizer differs from "
@@ -164,23 +188,26 @@ class RemoteEngine:
         text: list[str] = []
         token_ids: list[int] = []
         prompt_ids: list[int] = []
-        finish_reason = "stop"
+        finish_reason = ""
+        budget = request.sampling.max_tokens
+        problem = ""
         server_metrics: dict[str, Any] | None = None
         gauges = GaugePoller(self._http, self.url)
         before = await gauges.read()  # before the clock starts: the turn's figures exclude it
         started = time.perf_counter()
         first: float | None = None
         last = started
+        reader = ChunkReader(self.deadlines, self.url)
         yield Started(rid)
         try:
             if parts is None:
-                stream = await self._client.completions.create(**_completion_args(self.served_model, request))
+                opening = self._client.completions.create(**_completion_args(self.served_model, request))
             else:
-                stream = await self._client.chat.completions.create(
-                    **_chat_args(self.served_model, request, parts)
-                )
+                chat = _chat_args(self.served_model, request, parts)
+                opening = self._client.chat.completions.create(**chat)
+            stream = await reader.first(opening)
             self._streams[rid] = stream
-            async for chunk in stream:
+            async for chunk in reader.each(stream):
                 if getattr(chunk, "metrics", None) is not None:
                     server_metrics = _plain(chunk.metrics)
                 prompt_ids = list((chunk.model_extra or {}).get("prompt_token_ids") or prompt_ids)
@@ -189,6 +216,9 @@ class RemoteEngine:
                     prompt_ids = list(extra.get("prompt_token_ids") or prompt_ids)
                     new = list(extra.get("token_ids") or ())
                     piece = _choice_text(choice)
+                    if (new or piece) and len(token_ids) + max(len(new), 1) > budget:
+                        problem = self._over_budget(budget)
+                        break
                     if new or piece:
                         now = time.perf_counter()
                         first = now if first is None else first
@@ -200,6 +230,14 @@ class RemoteEngine:
                         yield MetricsUpdate(rid, replace(live, kv_cache_usage=gauges.poll()))
                     if choice.finish_reason:
                         finish_reason = str(choice.finish_reason)
+                if problem:
+                    await self.abort(rid)  # the server learns to stop; not a user's cancel
+                    self._cancelled.discard(rid)
+                    break
+        except ServerSilent as silent:
+            await self.abort(rid)
+            self._cancelled.discard(rid)
+            problem = f"{silent} The reply so far is kept; the request was stopped."
         except Exception as error:  # the client raises many kinds; a closed stream is a cancel
             if rid not in self._cancelled:
                 yield Failed(rid, self._failure(error, openai), _reason_kind(error, openai))
@@ -215,7 +253,21 @@ class RemoteEngine:
             self._cancelled.discard(rid)
             yield Cancelled(rid, "".join(text), tuple(token_ids), metrics)
             return
+        if not problem and not finish_reason:
+            problem = (
+                f"The server at {self.url} closed the reply after {len(token_ids)} tokens without "
+                "finishing it (no finish reason, no [DONE]): the reply is incomplete."
+            )
+        if problem:
+            yield Failed(rid, problem, "error")
+            return
         yield Finished(rid, "".join(text), tuple(token_ids), metrics, finish_reason)
+
+    def _over_budget(self, budget: int) -> str:
+        return (
+            f"The server at {self.url} kept sending past the reply budget ({budget} tokens): the reply "
+            "was cut there and the request stopped."
+        )
 
     def _failure(self, error: Exception, openai: Any) -> str:
         if isinstance(error, openai.APIStatusError):
