@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from tests.hostile_case import Case
+from tests.hostile_config_cases import config_file_cases, environment_cases
 from tests.hostile_media_cases import media_cases
 from tests.hostile_remote_cases import remote_cases
 from tests.hostile_store_cases import store_cases
@@ -41,6 +42,8 @@ def _all_cases(d: Path) -> list[Case]:
         *config_cases(d / "config"),
         *store_cases(d / "store"),
         *remote_cases(d / "remote"),
+        *config_file_cases(d / "config-files"),
+        *environment_cases(d / "environment"),
     ]
 
 
@@ -48,7 +51,7 @@ def _all_cases(d: Path) -> list[Case]:
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Case, dict[str, Any]]]:
     """Every case run once in the worker: ``id -> (case, result)``."""
     d = tmp_path_factory.mktemp("hostile")
-    for folder in ("media", "files", "config", "store", "remote"):
+    for folder in ("media", "files", "config", "store", "remote", "config-files", "environment"):
         (d / folder).mkdir()
     cases = _all_cases(d)
     worker = subprocess.Popen(
