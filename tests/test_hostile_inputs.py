@@ -22,6 +22,7 @@ import pytest
 
 from tests.hostile_case import Case
 from tests.hostile_config_cases import config_file_cases, environment_cases
+from tests.hostile_mcp_cases import mcp_cases
 from tests.hostile_media_cases import media_cases
 from tests.hostile_remote_cases import remote_cases
 from tests.hostile_store_cases import store_cases
@@ -44,6 +45,7 @@ def _all_cases(d: Path) -> list[Case]:
         *remote_cases(d / "remote"),
         *config_file_cases(d / "config-files"),
         *environment_cases(d / "environment"),
+        *mcp_cases(d / "mcp"),
     ]
 
 
@@ -51,7 +53,7 @@ def _all_cases(d: Path) -> list[Case]:
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Case, dict[str, Any]]]:
     """Every case run once in the worker: ``id -> (case, result)``."""
     d = tmp_path_factory.mktemp("hostile")
-    for folder in ("media", "files", "config", "store", "remote", "config-files", "environment"):
+    for folder in ("media", "files", "config", "store", "remote", "config-files", "environment", "mcp"):
         (d / folder).mkdir()
     cases = _all_cases(d)
     worker = subprocess.Popen(
