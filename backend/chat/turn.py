@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from backend.chat.compare import CompareResult, path_differences
 from backend.chat.parity import compare_tokens, tokenization_difference
+from backend.chat.tool_budget import declarations_too_large
 from backend.engine.metrics import TurnMetrics
 from backend.engine.protocol import (
     Cancelled,
@@ -220,7 +221,9 @@ class TurnPipeline:
                 return prompt, used
             dropped = self.source.drop_oldest() if self.options.trim_history else None
             if dropped is None:
-                raise PromptTooLong(
+                messages, media_tokens = self.source.messages() + transcript, used - prompt.token_count
+                args = (messages, tools, prompt.token_count, media_tokens, budget, window, target.name)
+                raise declarations_too_large(target.engine, *args) or PromptTooLong(
                     f"The prompt ({used} tokens) plus the reply budget ({budget}) exceeds the "
                     f"{target.name} path's context window ({window} tokens).",
                     self.options.too_long_fix,
