@@ -74,3 +74,27 @@ def engine_log_in_read_only_home(home: str) -> str:
     if "the engine speaks" not in run.stdout:
         raise AssertionError(f"({how}) the engine's output was lost: {run.stdout!r}")
     return f"({how}) {run.stdout.strip()}"
+
+
+CHAT_FLAGS = ["--demo", "--server", "http://127.0.0.1:9", "--no-tools"]
+
+
+def chat_app_with_keymap(home: str, keymap: str) -> str:
+    """``gemma-chat --demo`` with ``[keymap]`` KEYMAP in config.toml: a mistake is refused (exit 2)
+    before the app starts. The app is pointed at a server that is not there, so that no engine
+    process is started even where the check is missing."""
+    config = Path(home) / "config" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(f"[keymap]\n{keymap}\n")
+    run = subprocess.run(
+        [sys.executable, "-m", "app.cli", *CHAT_FLAGS],
+        env={**os.environ, "GEMMA_CHAT_HOME": home, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
+    if run.returncode == 2:
+        raise ValueError(run.stderr.strip())
+    return f"exit {run.returncode}: {run.stderr.strip()[-300:]}"

@@ -109,3 +109,17 @@ def environment_cases(d: Path) -> Iterator[Case]:
             "refused",
             ("exit 2", f"--temperature: '{value}'", "finite number"),
         )
+
+
+def keymap_cases(d: Path) -> Iterator[Case]:
+    def keymap(id: str, entry: str, *phrases: str) -> Case:
+        home = str(d / f"keymap-{len(list(d.glob('keymap-*')))}")
+        (d / home).mkdir(parents=True)
+        call = "tests.hostile_config:chat_app_with_keymap"
+        return Case(id, call, [home, entry], "refused", ("[keymap]", *phrases), {"timeout_s": 40})
+
+    yield keymap(
+        "an unknown binding id", 'togle_path = "f6"', "togle_path is not a binding id", "toggle_path"
+    )
+    yield keymap("a key that does not exist", 'toggle_path = "f99"', "'f99' is not a key")
+    yield keymap("an unknown modifier", 'toggle_path = "crtl+t"', "'crtl' is not a modifier")

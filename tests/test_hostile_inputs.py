@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests.hostile_case import Case
-from tests.hostile_config_cases import config_file_cases, environment_cases
+from tests.hostile_config_cases import config_file_cases, environment_cases, keymap_cases
 from tests.hostile_mcp_cases import mcp_cases
 from tests.hostile_media_cases import media_cases
 from tests.hostile_remote_cases import remote_cases
@@ -32,6 +32,7 @@ MEMORY_BOUND_MB = 512.0
 """No case may take more than this above the worker's baseline (the worst one is printed)."""
 TIME_BOUND_S = 60.0
 ROOT = Path(__file__).resolve().parent.parent
+FOLDERS = ("media", "files", "config", "store", "remote", "config-files", "environment", "mcp", "keymap")
 
 
 def _all_cases(d: Path) -> list[Case]:
@@ -46,6 +47,7 @@ def _all_cases(d: Path) -> list[Case]:
         *config_file_cases(d / "config-files"),
         *environment_cases(d / "environment"),
         *mcp_cases(d / "mcp"),
+        *keymap_cases(d / "keymap"),
     ]
 
 
@@ -53,7 +55,7 @@ def _all_cases(d: Path) -> list[Case]:
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Case, dict[str, Any]]]:
     """Every case run once in the worker: ``id -> (case, result)``."""
     d = tmp_path_factory.mktemp("hostile")
-    for folder in ("media", "files", "config", "store", "remote", "config-files", "environment", "mcp"):
+    for folder in FOLDERS:
         (d / folder).mkdir()
     cases = _all_cases(d)
     worker = subprocess.Popen(
