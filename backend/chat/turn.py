@@ -42,7 +42,8 @@ from backend.media.load import load_attachment
 from backend.messages import IMAGE_PLACEHOLDER, ChatMessage, RenderedPrompt
 from backend.settings import ToolSettings
 from backend.tools.loop import ToolEvent, ToolTurn
-from backend.tools.runner import ToolRecord, ToolRunner
+from backend.tools.runner import ToolRunner
+from backend.tools.shared_results import SharedResults
 from backend.tools.transcript import transcript_to_json
 
 
@@ -150,7 +151,7 @@ class TurnPipeline:
         self._targets: dict[str, PathEngine] = {}
         self._request_ids: dict[str, str] = {}
         self._tool_turns: dict[str, ToolTurn] = {}
-        self._cache: dict[str, ToolRecord] = {}
+        self._shared = SharedResults()
         self._notes: list[HistoryTrimmed | PromptSized] = []
         self._tool_media: dict[str, Attachment | None] = {}
 
@@ -282,7 +283,7 @@ class TurnPipeline:
                 lambda transcript, tools: self._request(target, transcript, tools),
                 limits.max_steps,
                 limits.max_result_chars,
-                self._cache,
+                self._shared.view(target.name),
             )
             self._tool_turns[target.name] = turn
             events = turn.run()
