@@ -22,7 +22,8 @@ def binding_ids() -> set[str]:
     import app.tui.app  # noqa: F401  (every screen and widget class is defined once it is imported)
 
     def subclasses(cls: type) -> Iterator[type]:
-        for sub in cls.__subclasses__():
+        subs: list[type] = cls.__subclasses__()
+        for sub in subs:
             yield sub
             yield from subclasses(sub)
 
