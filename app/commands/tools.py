@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from app.commands.flags import settings_from_args
 from backend import paths
@@ -37,7 +36,6 @@ def run_tools(args: argparse.Namespace) -> int:
         print(f"Tools are off ({why}): the model is offered none.")
         return 0
     host = mcp_host(settings, paths.logs_dir())
-    _sdk_log_to(paths.logs_dir() / "mcp-sdk.log")
     try:
         host.start()
         host.wait_settled()
@@ -52,18 +50,6 @@ def run_tools(args: argparse.Namespace) -> int:
         return 0
     _print(settings, tools, statuses, warnings)
     return 0
-
-
-def _sdk_log_to(path: Path) -> None:
-    """The MCP SDK's own log (a traceback for each line a server wrote to stdout that is not
-    JSON) goes to ``path``, not to the terminal this listing is printed on; the servers'
-    states say what went wrong."""
-    import logging
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    sdk = logging.getLogger("mcp")
-    sdk.addHandler(logging.FileHandler(path, encoding="utf-8"))
-    sdk.propagate = False
 
 
 def _document(

@@ -13,9 +13,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable
+from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+
+def route_sdk_log(log_dir: Path) -> None:
+    """The MCP SDK's own log — a traceback for each line a server wrote to stdout that is not
+    JSON — goes to ``log_dir/mcp-sdk.log``, never to the terminal (``gemma-chat tools`` printed
+    them); the server's state says what went wrong."""
+    import logging
+
+    path = log_dir / "mcp-sdk.log"
+    sdk = logging.getLogger("mcp")
+    if any(getattr(h, "baseFilename", None) == str(path) for h in sdk.handlers):
+        return
+    with contextlib.suppress(OSError):  # a log that cannot be written must not stop the servers
+        log_dir.mkdir(parents=True, exist_ok=True)
+        sdk.addHandler(logging.FileHandler(path, encoding="utf-8"))
+        sdk.propagate = False
 
 
 class UnreadableAnswer(Exception):

@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from backend.settings import McpServerSettings
 from backend.tools.mcp.bridge import McpToolError, offered_names, result_value, to_tool
-from backend.tools.mcp.faults import Faults, UnreadableAnswer
+from backend.tools.mcp.faults import Faults, UnreadableAnswer, route_sdk_log
 from backend.tools.spec import Tool
 
 State = Literal["starting", "ready", "failed", "disabled", "stopped"]
@@ -94,6 +94,8 @@ class McpHost:
         self._thread.start()
         ready.wait()
         atexit.register(self.close)  # however the process ends, no server outlives it
+        if self.log_dir is not None:
+            route_sdk_log(self.log_dir)
         for server in self._servers.values():
             if server.settings.enabled:
                 self._submit(self._launch(server))
