@@ -24,7 +24,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from backend.engine.metrics import TurnMetrics
 from backend.engine.protocol import (
     Cancelled,
     Delta,
@@ -38,7 +37,15 @@ from backend.engine.protocol import (
     TurnEvent,
 )
 from backend.engine.remote_checks import ChunkReader, Deadlines, ServerSilent, served_model
-from backend.engine.remote_media import JOIN_TEMPLATE, MediaNotSendable, media_parts
+from backend.engine.remote_media import MediaNotSendable, media_parts
+from backend.engine.remote_wire import (
+    chat_args,
+    choice_text,
+    client_metrics,
+    completion_args,
+    final_metrics,
+    plain,
+)
 from backend.engine.server_http import (
     GaugePoller,
     server_parallel,
@@ -201,21 +208,21 @@ class RemoteEngine:
         yield Started(rid)
         try:
             if parts is None:
-                opening = self._client.completions.create(**_completion_args(self.served_model, request))
+                opening = self._client.completions.create(**completion_args(self.served_model, request))
             else:
-                chat = _chat_args(self.served_model, request, parts)
+                chat = chat_args(self.served_model, request, parts)
                 opening = self._client.chat.completions.create(**chat)
             stream = await reader.first(opening)
             self._streams[rid] = stream
             async for chunk in reader.each(stream):
                 if getattr(chunk, "metrics", None) is not None:
-                    server_metrics = _plain(chunk.metrics)
+                    server_metrics = plain(chunk.metrics)
                 prompt_ids = list((chunk.model_extra or {}).get("prompt_token_ids") or prompt_ids)
                 for choice in chunk.choices or ():
                     extra = choice.model_extra or {}
                     prompt_ids = list(extra.get("prompt_token_ids") or prompt_ids)
                     new = list(extra.get("token_ids") or ())
-                    piece = _choice_text(choice)
+                    piece = choice_text(choice)
                     if (new or piece) and len(token_ids) + max(len(new), 1) > budget:
                         problem = self._over_budget(budget)
                         break
@@ -226,7 +233,7 @@ class RemoteEngine:
                         text.append(piece)
                         token_ids.extend(new)
                         yield Delta(rid, piece, tuple(new))
-                        live = _client_metrics(prompt_ids, token_ids, started, first, last)
+                        live = client_metrics(prompt_ids, token_ids, started, first, last)
                         yield MetricsUpdate(rid, replace(live, kv_cache_usage=gauges.poll()))
                     if choice.finish_reason:
                         finish_reason = str(choice.finish_reason)
@@ -247,7 +254,7 @@ class RemoteEngine:
             self.last_prompt_token_ids = tuple(prompt_ids)
             await gauges.stop()
         after = await gauges.read()
-        metrics = _final_metrics(prompt_ids, token_ids, started, first, last, server_metrics)
+        metrics = final_metrics(prompt_ids, token_ids, started, first, last, server_metrics)
         metrics = with_server_gauges(metrics, before, after)
         if rid in self._cancelled:
             self._cancelled.discard(rid)
@@ -331,47 +338,6 @@ class RemoteEngine:
         return list(self._prompt_renderer().tokenizer(prompt, add_special_tokens=False)["input_ids"])
 
 
-def _completion_args(model: str, request: EngineRequest) -> dict[str, Any]:
-    sampling = request.sampling
-    body: dict[str, Any] = {
-        "return_token_ids": True,
-        "add_special_tokens": False,
-        "skip_special_tokens": False,
-        "spaces_between_special_tokens": False,
-        "ignore_eos": sampling.ignore_eos,
-    }
-    if sampling.top_k:
-        body["top_k"] = sampling.top_k
-    return {
-        "model": model,
-        "prompt": request.prompt,
-        "max_tokens": sampling.max_tokens,
-        "temperature": sampling.temperature,
-        "top_p": sampling.top_p,
-        "seed": sampling.seed,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-        "extra_body": body,
-    }
-
-
-def _chat_args(model: str, request: EngineRequest, parts: list[dict[str, Any]]) -> dict[str, Any]:
-    """A media turn: the same sampling, the prompt as content parts joined by ``JOIN_TEMPLATE``."""
-    args = _completion_args(model, request)
-    body = {**args.pop("extra_body"), "chat_template": JOIN_TEMPLATE, "add_generation_prompt": False}
-    del args["prompt"]
-    return {**args, "messages": [{"role": "user", "content": parts}], "extra_body": body}
-
-
-def _choice_text(choice: Any) -> str:
-    """A completion choice's ``text``, or a chat choice's ``delta.content``."""
-    text = getattr(choice, "text", None)
-    if text is None:
-        delta = getattr(choice, "delta", None)
-        text = getattr(delta, "content", None) if delta is not None else None
-    return text or ""
-
-
 def _modalities(model_dir: Path) -> frozenset[str]:
     """What the served model takes, from its local config (text only where there is none here)."""
     from backend.engine.model_source import ModelSource
@@ -379,55 +345,6 @@ def _modalities(model_dir: Path) -> frozenset[str]:
     if not (model_dir / "config.json").is_file():
         return frozenset({"text"})
     return ModelSource(model_dir, None, "").modalities()
-
-
-def _client_metrics(
-    prompt_ids: list[int], token_ids: list[int], started: float, first: float | None, last: float
-) -> TurnMetrics:
-    ttft = first - started if first is not None else None
-    decode_s = last - first if first is not None and last > first else None
-    rate = (len(token_ids) - 1) / decode_s if decode_s and len(token_ids) > 1 else None
-    return TurnMetrics(
-        prompt_tokens=len(prompt_ids),
-        generated_tokens=len(token_ids),
-        ttft_s=ttft,
-        decode_tokens_per_s=rate,
-        rolling_decode_tokens_per_s=rate,
-        e2e_s=last - started if first is not None else None,
-    )
-
-
-def _final_metrics(
-    prompt_ids: list[int],
-    token_ids: list[int],
-    started: float,
-    first: float | None,
-    last: float,
-    server: dict[str, Any] | None,
-) -> TurnMetrics:
-    """The server's own timings where it sent them, else the client's."""
-    metrics = _client_metrics(prompt_ids, token_ids, started, first, last)
-    if not server:
-        return metrics
-    ttft_ms, generation_ms = server.get("time_to_first_token_ms"), server.get("generation_time_ms")
-    spec = server.get("speculative_decoding") or {}
-    decode = (len(token_ids) - 1) / (generation_ms / 1000) if generation_ms and len(token_ids) > 1 else None
-    return replace(
-        metrics,
-        ttft_s=ttft_ms / 1000 if ttft_ms is not None else metrics.ttft_s,
-        decode_tokens_per_s=decode or metrics.decode_tokens_per_s,
-        e2e_s=(ttft_ms + generation_ms) / 1000
-        if ttft_ms is not None and generation_ms is not None
-        else metrics.e2e_s,
-        mean_acceptance_length=spec.get("mean_acceptance_length"),
-    )
-
-
-def _plain(value: Any) -> dict[str, Any]:
-    if isinstance(value, dict):
-        return value
-    dump = getattr(value, "model_dump", None)
-    return dict(dump()) if dump is not None else {}
 
 
 def _reason_kind(error: Exception, openai: Any) -> Any:
