@@ -62,3 +62,18 @@ async def test_the_gauge_shows_in_a_20_column_terminal(tmp_path: Path) -> None:
     async with app.run_test(size=(20, 12)) as pilot:
         await wait_until(pilot, lambda: app.query_one(StatusBar).context_window == 4096)
         assert "0/4096" in app.export_screenshot()
+
+
+async def test_a_server_without_tokenize_is_named_in_a_notice(tmp_path: Path) -> None:
+    """Item 8: the wrong-model check could not be made; the chat app says so (``ask`` prints it:
+    tests/hostile_remote_cases.py)."""
+    from backend.engine.remote import RemoteEngine
+    from tests.remote_standin import DEMO_MODEL, Script, Standin
+
+    with Standin(Script(tokenize="missing")) as standin:
+        app, _ = make_app(tmp_path, lambda profile: RemoteEngine(standin.url, DEMO_MODEL))  # type: ignore[arg-type,return-value]
+        async with app.run_test() as pilot:
+            await wait_until(pilot, lambda: app.query_one(StatusBar).context_window == 4096)
+            await pilot.pause(0.2)
+            notices = [str(n.message) for n in app._notifications]
+            assert any("has no /tokenize" in n and "was skipped" in n for n in notices), notices

@@ -141,11 +141,12 @@ class RemoteEngine:
         self._http = httpx.AsyncClient(timeout=CONNECT_TIMEOUT_S, headers=headers)
         await self._check_tokenizer(tokenizer, say)
         parallel = await server_parallel(self._http, self.url)
+        unchecked = {"tokenizer_check": "skipped: no usable /tokenize"} if self.tokenizer_note else {}
         self.info = EngineInfo(
             model=self.served_model,
             max_model_len=max_len,
             modalities=_modalities(tokenizer),
-            engine_args={"server": self.url, "served_model": self.served_model, **parallel},
+            engine_args={"server": self.url, "served_model": self.served_model, **parallel, **unchecked},
         )
         self.described = dict(self.info.engine_args)
         say("ready")
