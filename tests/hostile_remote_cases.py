@@ -29,6 +29,13 @@ def remote_cases(d: Path) -> Iterator[Case]:
         max_tokens=256,
     )
     yield turn(
+        "an endless stream without token ids",
+        {"completion": "endless", "token_ids": False},
+        "refused",
+        "kept sending past the reply budget (64 tokens)",
+        max_tokens=64,
+    )
+    yield turn(
         "an endless stream and a whole-turn limit",
         {"completion": "endless"},
         "refused",

@@ -31,6 +31,8 @@ class Script:
     """missing, html"""
     completion: str = "ok"
     """ok, silent (headers, then nothing), endless, no_finish, escapes"""
+    token_ids: bool = True
+    """Send each chunk's token ids (vLLM's ``return_token_ids``); other servers do not."""
     text: list[str] = field(default_factory=lambda: ["Hello", " there", "."])
     seen: list[str] = field(default_factory=list)
 
@@ -119,7 +121,9 @@ class Standin:
         for index in range(count):
             piece = pieces[index % len(pieces)]
             last = index == count - 1 and s.completion not in ("endless", "no_finish")
-            choice = {"index": 0, "text": piece, "token_ids": [100 + index % 50], "logprobs": None}
+            choice: dict[str, Any] = {"index": 0, "text": piece, "logprobs": None}
+            if s.token_ids:
+                choice["token_ids"] = [100 + index % 50]
             choice["finish_reason"] = "stop" if last else None
             await _event(writer, {"id": "c", "object": "text_completion", "created": 0, "model": "m",
                                   "choices": [choice]})  # fmt: skip

@@ -197,7 +197,7 @@ class RemoteEngine:
         token_ids: list[int] = []
         prompt_ids: list[int] = []
         finish_reason = ""
-        budget = request.sampling.max_tokens
+        budget, received = request.sampling.max_tokens, 0
         problem = ""
         server_metrics: dict[str, Any] | None = None
         gauges = GaugePoller(self._http, self.url)
@@ -224,7 +224,9 @@ class RemoteEngine:
                     prompt_ids = list(extra.get("prompt_token_ids") or prompt_ids)
                     new = list(extra.get("token_ids") or ())
                     piece = choice_text(choice)
-                    if (new or piece) and len(token_ids) + max(len(new), 1) > budget:
+                    if new or piece:
+                        received += max(len(new), 1)  # a server without token ids: a chunk per token
+                    if received > budget:
                         problem = self._over_budget(budget)
                         break
                     if new or piece:
