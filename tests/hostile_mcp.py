@@ -91,15 +91,17 @@ def many_tools_turn(log_dir: str, model_dir: str) -> str:
     return "the turn was sent"
 
 
-def tools_command(home: str, python: str) -> str:
-    """``gemma-chat tools`` with a server that prints non-JSON lines on stdout: no traceback."""
+def tools_command(home: str, python: str, mode: str = "noise") -> str:
+    """``gemma-chat tools`` with a server in MODE (``noise``: non-JSON lines on stdout;
+    ``escapes``: escape sequences in a tool's name and description): no traceback, and no
+    control character reaches the terminal."""
     import json
     import os
     import subprocess
 
     config = Path(home) / "mcp.json"
     config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text(json.dumps({"mcpServers": {"srv": {"command": python, "args": [SERVER, "noise"]}}}))
+    config.write_text(json.dumps({"mcpServers": {"srv": {"command": python, "args": [SERVER, mode]}}}))
     root = Path(__file__).resolve().parent.parent
     run = subprocess.run(
         [python, "-m", "app.cli", "tools", "--mcp-config", str(config)],
@@ -110,6 +112,7 @@ def tools_command(home: str, python: str) -> str:
         timeout=40,
     )
     out = run.stdout + run.stderr
-    if "Traceback" in out or run.returncode != 0:
-        raise AssertionError(out[-1500:])
+    raw = sorted({f"{ord(c):#04x}" for c in out if ord(c) < 0x20 and c not in "\n\t"})
+    if "Traceback" in out or run.returncode != 0 or raw:
+        raise AssertionError(f"control characters {raw}: {out[-1500:]!r}")
     return out[-600:]

@@ -57,3 +57,11 @@ def mcp_cases(d: Path) -> Iterator[Case]:
         ("srv: ready",),
         limit,
     )
+    yield Case(
+        "gemma-chat tools and escape sequences in a tool's name and description",
+        "tests.hostile_mcp:tools_command",
+        [str(d / "home-escapes"), sys.executable, "escapes"],
+        "ok",
+        ("Reads ␛]52;c;", "␛]0;pwned␇", "srv: ready"),
+        limit,
+    )

@@ -33,3 +33,14 @@ async def test_the_chat_app_draws_no_escape_from_a_reply(tmp_path: Path) -> None
         assert "␛]52;c;" in screen and "␛]0;pwned␇" in screen, "made visible"
         assert "\x1b" not in screen and "\x07" not in screen and "\x9b" not in screen
         assert reply.text.startswith("Look:\x1b]52"), "what is stored stays what the model said"
+
+
+async def test_a_notice_quoting_a_server_shows_no_escape(tmp_path: Path) -> None:
+    """Notices quote servers, tools and file names (an MCP server's failure, a server's model id)."""
+    app, _ = make_app(tmp_path)
+    async with app.run_test() as pilot:
+        app.notify("MCP server srv: failed — \x1b]0;pwned\x07 \x1b[2J", title="\x1b]52;c;eA==\x07")
+        await pilot.pause()
+        (notice,) = [n for n in app._notifications if "srv" in str(n.message)]
+        assert "\x1b" not in str(notice.message) + str(notice.title)
+        assert "␛]0;pwned␇" in str(notice.message) and "␛]52;c;" in str(notice.title)
