@@ -265,7 +265,7 @@ class RemoteEngine:
             return
         if not problem and not finish_reason:
             problem = (
-                f"The server at {self.url} closed the reply after {len(token_ids)} tokens without "
+                f"The server at {self.url} closed the reply after {received} tokens without "
                 "finishing it (no finish reason, no [DONE]): the reply is incomplete."
             )
         if problem:
