@@ -83,6 +83,20 @@ def _add_model_flags(parser: argparse.ArgumentParser, top_level: bool = False) -
     )
 
 
+def _temperature(text: str) -> float:
+    """A sampling temperature: a finite number, 0 or more (``nan``/``inf`` are refused here, before
+    any engine starts)."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: use a finite number, 0 or more (0 = greedy)")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gemma-chat",
@@ -105,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--json", action="store_true", help="print one JSON document (reply, figures, attachments)"
     )
     ask.add_argument("--max-tokens", type=int, default=256, help="reply budget in tokens (default 256)")
-    ask.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    ask.add_argument("--temperature", type=_temperature, default=0.0, help="0 = greedy (default)")
     ask.add_argument(
         "-a",
         "--attach",

@@ -50,5 +50,16 @@ def generated_models_dir() -> Path:
 
 
 def logs_dir() -> Path:
-    """Engine logs (vLLM's own output), one file per run."""
-    return cache_dir() / "logs"
+    """Engine logs (vLLM's own output), one file per run. Where the cache directory cannot be
+    written (a read-only ``GEMMA_CHAT_HOME``), a per-user folder in the system's temporary
+    directory instead: a log that cannot be created must not stop the app."""
+    wanted = cache_dir() / "logs"
+    try:
+        wanted.mkdir(parents=True, exist_ok=True)
+        if os.access(wanted, os.W_OK):
+            return wanted
+    except OSError:
+        pass
+    import tempfile
+
+    return Path(tempfile.gettempdir()) / f"gemma-chat-{os.getuid()}" / "logs"

@@ -214,14 +214,18 @@ class Settings(BaseSettings):
 
 def read_config(path: Path) -> dict[str, Any]:
     """The config file's tables ({} when there is none); a file that cannot be read raises."""
+    from backend.file_checks import parse_bounded, read_checked
+
     try:
-        raw = path.read_bytes()
+        raw = read_checked(path)
     except FileNotFoundError:
         return {}
+    except ValueError as error:
+        raise SettingsError(f"The config file {error}.", "Make it a plain TOML file.") from None
     except OSError as error:
         raise SettingsError(f"The config file {path} cannot be read ({error.strerror or error}).") from None
     try:
-        return tomllib.loads(raw.decode("utf-8"))
+        return parse_bounded(tomllib.loads, raw.decode("utf-8"), f"The config file {path}")
     except UnicodeDecodeError as error:
         raise SettingsError(
             f"The config file {path} is not UTF-8 text (byte {error.start}).", "Save it as UTF-8."
@@ -230,6 +234,8 @@ def read_config(path: Path) -> dict[str, Any]:
         raise SettingsError(
             f"The config file {path} is not valid TOML: {error}.", "Fix that line (TOML: key = value)."
         ) from None
+    except ValueError as error:  # nested too deeply
+        raise SettingsError(f"{error}.", "Write the settings as flat tables (see the README).") from None
 
 
 class ConfigFile(PydanticBaseSettingsSource):
@@ -244,6 +250,12 @@ class ConfigFile(PydanticBaseSettingsSource):
 
 def load_settings(**overrides: Any) -> Settings:
     """Settings from file and environment, with ``overrides`` (flags; None means unset) on top."""
+    from pydantic_settings import SettingsError as SourceError
+
+    from backend.settings_env import unknown_variables
+
+    for name, hint in unknown_variables(Settings, ENV_PREFIX)[:1]:
+        raise SettingsError(f"In the environment: {name} is not a setting gemma-chat knows.", hint)
     flags = {key: value for key, value in overrides.items() if value is not None}
     engine_flags = {key: flags.pop(key) for key in list(flags) if key in EngineSettings.model_fields}
     try:
@@ -253,7 +265,22 @@ def load_settings(**overrides: Any) -> Settings:
             settings = settings.model_copy(update={"engine": EngineSettings.model_validate(merged)})
     except ValidationError as error:
         raise _explained(error, flags, engine_flags) from None
+    except SourceError as error:  # a variable's value that is not JSON where a list or table is needed
+        raise _bad_variable(str(error)) from None
     return settings
+
+
+def _bad_variable(reason: str) -> SettingsError:
+    import re
+
+    field = re.search(r'field "([^"]+)"', reason)
+    key = (field.group(1) if field else "").upper()
+    names = sorted(n for n in os.environ if n.upper().startswith(ENV_PREFIX + key)) if key else []
+    shown = ", ".join(names) or f"a {ENV_PREFIX}* variable"
+    return SettingsError(
+        f"In the environment: {shown} has a value gemma-chat cannot read ({reason}).",
+        f"Lists and tables are JSON there, e.g. {ENV_PREFIX}TOOLS__ALLOWED_DIRS='[\"/tmp\"]'.",
+    )
 
 
 def _explained(error: ValidationError, flags: dict[str, Any], engine_flags: dict[str, Any]) -> SettingsError:

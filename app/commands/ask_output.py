@@ -17,6 +17,7 @@ from backend.engine.protocol import Cancelled, Failed, Finished, Started
 from backend.errors import GemmaChatError
 from backend.media.attachment import Attachment
 from backend.reply import ReplyDelta
+from backend.terminal_text import terminal_safe
 from backend.tools.loop import StepLimitReached, ToolFinished, ToolStarted
 from backend.tools.runner import ToolRecord
 from backend.tools.timeline import timeline_line, tools_summary
@@ -54,8 +55,8 @@ class TextPath(PathOutput):
 
     async def on_delta(self, event: ReplyDelta) -> None:
         if event.thought:
-            self._thought(event.thought)
-        piece = event.text
+            self._thought(terminal_safe(event.thought))
+        piece = terminal_safe(event.text)
         if piece and self.thinking:  # the answer starts below the thought, after a blank line
             self.thinking = False
             piece = "\n\n" + piece.lstrip("\n")
@@ -82,9 +83,9 @@ class TextPath(PathOutput):
     async def on_tool_finished(self, event: ToolFinished) -> None:
         await super().on_tool_finished(event)
         self.after_tool = True
-        sys.stdout.write(f"\n  {timeline_line(event.record)}")
+        sys.stdout.write(terminal_safe(f"\n  {timeline_line(event.record)}"))
         for number, path in enumerate(event.record.images, 1):
-            sys.stdout.write(f"\n    image {number}: {path}")
+            sys.stdout.write(terminal_safe(f"\n    image {number}: {path}"))
         sys.stdout.flush()
 
     async def on_step_limit(self, event: StepLimitReached) -> None:
@@ -103,7 +104,7 @@ class TextPath(PathOutput):
         self.exit_code = 0
 
     async def on_failed(self, event: Failed) -> None:
-        self.console.write(f"\ngemma-chat: {event.message}\n")
+        self.console.write(f"\ngemma-chat: {terminal_safe(event.message)}\n")
         self.exit_code = 1
 
 
@@ -118,12 +119,12 @@ class TextPrinter:
         return TextPath(self.console, path, self.comparing)
 
     def progress(self, stage: str) -> None:
-        self.console.write(f"gemma-chat: {stage}\n")
+        self.console.write(f"gemma-chat: {terminal_safe(stage)}\n")
 
     def error(self, error: GemmaChatError) -> None:
-        self.console.write(f"gemma-chat: {error.problem}\n")
+        self.console.write(f"gemma-chat: {terminal_safe(error.problem)}\n")
         if error.fix:
-            self.console.write(f"  fix: {error.fix}\n")
+            self.console.write(f"  fix: {terminal_safe(error.fix)}\n")
 
     def compare(self, result: CompareResult) -> None:
         if not result.same_paths:

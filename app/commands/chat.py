@@ -23,11 +23,13 @@ def build_app(args: argparse.Namespace, log: Path) -> GemmaChatApp:
     from multiprocessing import resource_tracker
 
     from app.tui.app import GemmaChatApp
+    from app.tui.keymap import check_keymap
     from backend.engine.factory import EngineSetup, engine_for
     from backend.engine.model_source import DEMO_SHORT_NAME
 
     resource_tracker.ensure_running()
     settings = settings_from_args(args)
+    check_keymap(settings.keymap)
     name = DEMO_SHORT_NAME if settings.demo else settings.model
     if settings.server:
         name = f"{name} @ {settings.server}"

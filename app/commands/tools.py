@@ -12,6 +12,7 @@ import sys
 from app.commands.flags import settings_from_args
 from backend import paths
 from backend.settings import Settings
+from backend.terminal_text import terminal_safe
 from backend.tools.from_settings import mcp_host, tool_runner
 from backend.tools.mcp.host import ServerStatus
 from backend.tools.spec import Tool
@@ -86,13 +87,13 @@ def _print(settings: Settings, tools: list[Tool], statuses: list[ServerStatus], 
     policy = settings.tools.approval
     width = max((len(t.name) for t in tools), default=4)
     print(f"{len(tools)} tool(s) offered to the model (approval policy: {policy})\n")
-    for t in tools:
+    for t in tools:  # names, descriptions and states can come from an MCP server: made terminal-safe
         effects = "side effects" if t.side_effects else "read-only"
-        print(f"  {t.name:<{width}}  {t.source:<22} {effects:<12} {approval_rule(t, policy)}")
-        print(f"  {'':<{width}}  {t.description[:100]}")
+        print(terminal_safe(f"  {t.name:<{width}}  {t.source:<22} {effects:<12} {approval_rule(t, policy)}"))
+        print(terminal_safe(f"  {'':<{width}}  {t.description[:100]}"))
     if statuses:
         print("\nMCP servers:")
         for s in statuses:
-            print(f"  {s.describe()}  ({s.transport})")
+            print(terminal_safe(f"  {s.describe()}  ({s.transport})"))
     for warning in warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+        print(f"warning: {terminal_safe(warning)}", file=sys.stderr)

@@ -21,10 +21,12 @@ from typing import Any
 from textual.app import App, SystemCommand
 from textual.dom import DOMNode
 from textual.message import Message
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from backend.failures import record_failure
+from backend.terminal_text import terminal_safe
 
 
 class ReportingApp(App[None]):
@@ -40,6 +42,25 @@ class ReportingApp(App[None]):
         message = record_failure(what, error, self.log_path)
         self.notify(message, title="Internal error", severity="error", timeout=30)
         return message
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        """Textual's ``notify``; a notice can quote a server, a tool or a file name, so its
+        control characters are made visible (``backend.terminal_text``)."""
+        super().notify(
+            terminal_safe(message),
+            title=terminal_safe(title),
+            severity=severity,
+            timeout=timeout,
+            markup=markup,
+        )
 
     def guard(self, what: str, callback: Callable[..., Any]) -> Callable[..., Awaitable[None]]:
         """``callback`` (sync or async) with its exceptions reported instead of raised."""

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from backend.chat.compare import CompareResult, kernel_mode, path_differences
 from backend.chat.parity import compare_tokens, tokenization_difference
+from backend.chat.tool_budget import declarations_too_large
 from backend.engine.metrics import TurnMetrics
 from backend.engine.protocol import (
     Cancelled,
@@ -42,7 +43,8 @@ from backend.messages import IMAGE_PLACEHOLDER, ChatMessage, RenderedPrompt
 from backend.reply import Prompted, ReplyDelta, ReplyStream, finish_step, read_step
 from backend.settings import ToolSettings
 from backend.tools.loop import ToolEvent, ToolTurn
-from backend.tools.runner import ToolRecord, ToolRunner
+from backend.tools.runner import ToolRunner
+from backend.tools.shared_results import SharedResults
 from backend.tools.transcript import transcript_to_json
 
 
@@ -152,7 +154,7 @@ class TurnPipeline:
         self._targets: dict[str, PathEngine] = {}
         self._request_ids: dict[str, str] = {}
         self._tool_turns: dict[str, ToolTurn] = {}
-        self._cache: dict[str, ToolRecord] = {}
+        self._shared = SharedResults()
         self._notes: list[HistoryTrimmed | PromptSized] = []
         self._tool_media: dict[str, Attachment | None] = {}
 
@@ -225,7 +227,9 @@ class TurnPipeline:
                 return prompt, used
             dropped = self.source.drop_oldest() if self.options.trim_history else None
             if dropped is None:
-                raise PromptTooLong(
+                messages, media_tokens = self.source.messages() + transcript, used - prompt.token_count
+                args = (messages, tools, prompt.token_count, media_tokens, budget, window, target.name)
+                raise declarations_too_large(target.engine, *args) or PromptTooLong(
                     f"The prompt ({used} tokens) plus the reply budget ({budget}) exceeds the "
                     f"{target.name} path's context window ({window} tokens).",
                     self.options.too_long_fix,
@@ -285,7 +289,7 @@ class TurnPipeline:
                 lambda transcript, tools: self._request(target, transcript, tools),
                 limits.max_steps,
                 limits.max_result_chars,
-                self._cache,
+                self._shared.view(target.name),
             )
             self._tool_turns[target.name] = turn
             events = turn.run()

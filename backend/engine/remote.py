@@ -24,7 +24,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from backend.engine.metrics import TurnMetrics
 from backend.engine.protocol import (
     Cancelled,
     Delta,
@@ -37,14 +36,23 @@ from backend.engine.protocol import (
     Started,
     TurnEvent,
 )
-from backend.engine.remote_media import JOIN_TEMPLATE, MediaNotSendable, media_parts
+from backend.engine.remote_checks import ChunkReader, Deadlines, ServerSilent, served_model
+from backend.engine.remote_media import MediaNotSendable, media_parts
+from backend.engine.remote_wire import (
+    chat_args,
+    choice_text,
+    client_metrics,
+    completion_args,
+    final_metrics,
+    plain,
+)
 from backend.engine.server_http import (
     GaugePoller,
     server_parallel,
     server_tokens,
     with_server_gauges,
 )
-from backend.engine.tokenizer_check import tokenizer_divergence
+from backend.engine.tokenizer_check import TokenizerDivergence, first_divergence
 from backend.errors import EngineStartFailed
 from backend.messages import ChatMessage, PromptRenderer, RenderedPrompt
 
@@ -57,12 +65,18 @@ class RemoteEngine:
     """One engine path served by a vLLM server at ``url`` (``http://host:port``)."""
 
     def __init__(
-        self, url: str, tokenizer_dir: Path | None, api_key: str | None = None, name: str = ""
+        self,
+        url: str,
+        tokenizer_dir: Path | None,
+        api_key: str | None = None,
+        name: str = "",
+        deadlines: Deadlines | None = None,
     ) -> None:
         self.url = url.rstrip("/").removesuffix("/v1")
         self.tokenizer_dir = tokenizer_dir
         self.api_key = api_key
         self.name = name
+        self.deadlines = deadlines or Deadlines()
         self.info: EngineInfo | None = None
         self.served_model = ""
         self._client: Any = None
@@ -72,6 +86,8 @@ class RemoteEngine:
         self._cancelled: set[str] = set()
         self.described: dict[str, Any] = {"server": self.url}
         """What the server said about itself at the last start (kept after ``shutdown``)."""
+        self.tokenizer_note = ""
+        """Set at start when the wrong-model check could not be made (no ``/tokenize``)."""
         self.last_prompt_token_ids: tuple[int, ...] = ()
         """The prompt as the server tokenized it, from the last turn's first chunk."""
 
@@ -102,9 +118,7 @@ class RemoteEngine:
             raise EngineStartFailed(
                 f"The vLLM server at {self.url} answered /v1/models with {models.status_code}."
             )
-        served = models.json().get("data") or [{}]
-        self.served_model = str(served[0].get("id", ""))
-        max_len = int(served[0].get("max_model_len") or 0)
+        self.served_model, max_len = served_model(self.url, models)
         tokenizer = self.tokenizer_dir or Path(self.served_model)
         if (
             not (tokenizer / "tokenizer_config.json").is_file()
@@ -117,27 +131,45 @@ class RemoteEngine:
         import asyncio
 
         self._renderer = await asyncio.to_thread(PromptRenderer.for_model, str(tokenizer))
-        self._client = AsyncOpenAI(base_url=f"{self.url}/v1", api_key=self.api_key or "none", max_retries=0)
+        longest = max(self.deadlines.first_chunk_s, self.deadlines.between_chunks_s) + CONNECT_TIMEOUT_S
+        self._client = AsyncOpenAI(
+            base_url=f"{self.url}/v1",
+            api_key=self.api_key or "none",
+            max_retries=0,
+            timeout=longest,  # a backstop: ChunkReader times each read
+        )
         self._http = httpx.AsyncClient(timeout=CONNECT_TIMEOUT_S, headers=headers)
-        await self._check_tokenizer(tokenizer)
+        await self._check_tokenizer(tokenizer, say)
         parallel = await server_parallel(self._http, self.url)
+        unchecked = {"tokenizer_check": "skipped: no usable /tokenize"} if self.tokenizer_note else {}
         self.info = EngineInfo(
             model=self.served_model,
             max_model_len=max_len,
             modalities=_modalities(tokenizer),
-            engine_args={"server": self.url, "served_model": self.served_model, **parallel},
+            engine_args={"server": self.url, "served_model": self.served_model, **parallel, **unchecked},
         )
         self.described = dict(self.info.engine_args)
         say("ready")
         return self.info
 
-    async def _check_tokenizer(self, tokenizer: Path) -> None:
+    async def _check_tokenizer(self, tokenizer: Path, say: ProgressCallback) -> None:
         """A wrong model (the server's tokenizer is not the local copy's) is refused at connect
-        time: every prompt rendered here would reach the model as other tokens."""
+        time: every prompt rendered here would reach the model as other tokens. A server without
+        ``/tokenize`` cannot be checked, and the user is told so."""
         sample = self.render([ChatMessage("user", TOKENIZER_SAMPLE)]).text
-        divergence = await tokenizer_divergence(self, sample)
-        if divergence is None:
+        served = await self.server_prompt_token_ids(sample)
+        if served is None:
+            self.tokenizer_note = (
+                f"note: the server at {self.url} has no usable /tokenize, so the check that it serves "
+                "this model (the same tokenizer) was skipped"
+            )
+            say(self.tokenizer_note)
             return
+        local = self.prompt_token_ids(sample)
+        index = first_divergence(served, local)
+        if index is None:
+            return
+        divergence = TokenizerDivergence(len(served), len(local), index)
         await self.shutdown()
         raise EngineStartFailed(
             f"The vLLM server at {self.url} serves {self.served_model!r}, whose tokenizer differs from "
@@ -164,31 +196,39 @@ class RemoteEngine:
         text: list[str] = []
         token_ids: list[int] = []
         prompt_ids: list[int] = []
-        finish_reason = "stop"
+        finish_reason = ""
+        budget, received = request.sampling.max_tokens, 0
+        problem = ""
         server_metrics: dict[str, Any] | None = None
         gauges = GaugePoller(self._http, self.url)
         before = await gauges.read()  # before the clock starts: the turn's figures exclude it
         started = time.perf_counter()
         first: float | None = None
         last = started
+        reader = ChunkReader(self.deadlines, self.url)
         yield Started(rid)
         try:
             if parts is None:
-                stream = await self._client.completions.create(**_completion_args(self.served_model, request))
+                opening = self._client.completions.create(**completion_args(self.served_model, request))
             else:
-                stream = await self._client.chat.completions.create(
-                    **_chat_args(self.served_model, request, parts)
-                )
+                chat = chat_args(self.served_model, request, parts)
+                opening = self._client.chat.completions.create(**chat)
+            stream = await reader.first(opening)
             self._streams[rid] = stream
-            async for chunk in stream:
+            async for chunk in reader.each(stream):
                 if getattr(chunk, "metrics", None) is not None:
-                    server_metrics = _plain(chunk.metrics)
+                    server_metrics = plain(chunk.metrics)
                 prompt_ids = list((chunk.model_extra or {}).get("prompt_token_ids") or prompt_ids)
                 for choice in chunk.choices or ():
                     extra = choice.model_extra or {}
                     prompt_ids = list(extra.get("prompt_token_ids") or prompt_ids)
                     new = list(extra.get("token_ids") or ())
-                    piece = _choice_text(choice)
+                    piece = choice_text(choice)
+                    if new or piece:
+                        received += max(len(new), 1)  # a server without token ids: a chunk per token
+                    if received > budget:
+                        problem = self._over_budget(budget)
+                        break
                     if new or piece:
                         now = time.perf_counter()
                         first = now if first is None else first
@@ -196,10 +236,18 @@ class RemoteEngine:
                         text.append(piece)
                         token_ids.extend(new)
                         yield Delta(rid, piece, tuple(new))
-                        live = _client_metrics(prompt_ids, token_ids, started, first, last)
+                        live = client_metrics(prompt_ids, token_ids, started, first, last)
                         yield MetricsUpdate(rid, replace(live, kv_cache_usage=gauges.poll()))
                     if choice.finish_reason:
                         finish_reason = str(choice.finish_reason)
+                if problem:
+                    await self.abort(rid)  # the server learns to stop; not a user's cancel
+                    self._cancelled.discard(rid)
+                    break
+        except ServerSilent as silent:
+            await self.abort(rid)
+            self._cancelled.discard(rid)
+            problem = f"{silent} The reply so far is kept; the request was stopped."
         except Exception as error:  # the client raises many kinds; a closed stream is a cancel
             if rid not in self._cancelled:
                 yield Failed(rid, self._failure(error, openai), _reason_kind(error, openai))
@@ -209,13 +257,27 @@ class RemoteEngine:
             self.last_prompt_token_ids = tuple(prompt_ids)
             await gauges.stop()
         after = await gauges.read()
-        metrics = _final_metrics(prompt_ids, token_ids, started, first, last, server_metrics)
+        metrics = final_metrics(prompt_ids, token_ids, started, first, last, server_metrics)
         metrics = with_server_gauges(metrics, before, after)
         if rid in self._cancelled:
             self._cancelled.discard(rid)
             yield Cancelled(rid, "".join(text), tuple(token_ids), metrics)
             return
+        if not problem and not finish_reason:
+            problem = (
+                f"The server at {self.url} closed the reply after {received} tokens without "
+                "finishing it (no finish reason, no [DONE]): the reply is incomplete."
+            )
+        if problem:
+            yield Failed(rid, problem, "error")
+            return
         yield Finished(rid, "".join(text), tuple(token_ids), metrics, finish_reason)
+
+    def _over_budget(self, budget: int) -> str:
+        return (
+            f"The server at {self.url} kept sending past the reply budget ({budget} tokens): the reply "
+            "was cut there and the request stopped."
+        )
 
     def _failure(self, error: Exception, openai: Any) -> str:
         if isinstance(error, openai.APIStatusError):
@@ -279,47 +341,6 @@ class RemoteEngine:
         return list(self._prompt_renderer().tokenizer(prompt, add_special_tokens=False)["input_ids"])
 
 
-def _completion_args(model: str, request: EngineRequest) -> dict[str, Any]:
-    sampling = request.sampling
-    body: dict[str, Any] = {
-        "return_token_ids": True,
-        "add_special_tokens": False,
-        "skip_special_tokens": False,
-        "spaces_between_special_tokens": False,
-        "ignore_eos": sampling.ignore_eos,
-    }
-    if sampling.top_k:
-        body["top_k"] = sampling.top_k
-    return {
-        "model": model,
-        "prompt": request.prompt,
-        "max_tokens": sampling.max_tokens,
-        "temperature": sampling.temperature,
-        "top_p": sampling.top_p,
-        "seed": sampling.seed,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-        "extra_body": body,
-    }
-
-
-def _chat_args(model: str, request: EngineRequest, parts: list[dict[str, Any]]) -> dict[str, Any]:
-    """A media turn: the same sampling, the prompt as content parts joined by ``JOIN_TEMPLATE``."""
-    args = _completion_args(model, request)
-    body = {**args.pop("extra_body"), "chat_template": JOIN_TEMPLATE, "add_generation_prompt": False}
-    del args["prompt"]
-    return {**args, "messages": [{"role": "user", "content": parts}], "extra_body": body}
-
-
-def _choice_text(choice: Any) -> str:
-    """A completion choice's ``text``, or a chat choice's ``delta.content``."""
-    text = getattr(choice, "text", None)
-    if text is None:
-        delta = getattr(choice, "delta", None)
-        text = getattr(delta, "content", None) if delta is not None else None
-    return text or ""
-
-
 def _modalities(model_dir: Path) -> frozenset[str]:
     """What the served model takes, from its local config (text only where there is none here)."""
     from backend.engine.model_source import ModelSource
@@ -327,55 +348,6 @@ def _modalities(model_dir: Path) -> frozenset[str]:
     if not (model_dir / "config.json").is_file():
         return frozenset({"text"})
     return ModelSource(model_dir, None, "").modalities()
-
-
-def _client_metrics(
-    prompt_ids: list[int], token_ids: list[int], started: float, first: float | None, last: float
-) -> TurnMetrics:
-    ttft = first - started if first is not None else None
-    decode_s = last - first if first is not None and last > first else None
-    rate = (len(token_ids) - 1) / decode_s if decode_s and len(token_ids) > 1 else None
-    return TurnMetrics(
-        prompt_tokens=len(prompt_ids),
-        generated_tokens=len(token_ids),
-        ttft_s=ttft,
-        decode_tokens_per_s=rate,
-        rolling_decode_tokens_per_s=rate,
-        e2e_s=last - started if first is not None else None,
-    )
-
-
-def _final_metrics(
-    prompt_ids: list[int],
-    token_ids: list[int],
-    started: float,
-    first: float | None,
-    last: float,
-    server: dict[str, Any] | None,
-) -> TurnMetrics:
-    """The server's own timings where it sent them, else the client's."""
-    metrics = _client_metrics(prompt_ids, token_ids, started, first, last)
-    if not server:
-        return metrics
-    ttft_ms, generation_ms = server.get("time_to_first_token_ms"), server.get("generation_time_ms")
-    spec = server.get("speculative_decoding") or {}
-    decode = (len(token_ids) - 1) / (generation_ms / 1000) if generation_ms and len(token_ids) > 1 else None
-    return replace(
-        metrics,
-        ttft_s=ttft_ms / 1000 if ttft_ms is not None else metrics.ttft_s,
-        decode_tokens_per_s=decode or metrics.decode_tokens_per_s,
-        e2e_s=(ttft_ms + generation_ms) / 1000
-        if ttft_ms is not None and generation_ms is not None
-        else metrics.e2e_s,
-        mean_acceptance_length=spec.get("mean_acceptance_length"),
-    )
-
-
-def _plain(value: Any) -> dict[str, Any]:
-    if isinstance(value, dict):
-        return value
-    dump = getattr(value, "model_dump", None)
-    return dict(dump()) if dump is not None else {}
 
 
 def _reason_kind(error: Exception, openai: Any) -> Any:

@@ -1,8 +1,9 @@
 """What a vLLM server says about itself beside the completions API: its Prometheus ``/metrics``
 (KV-cache use, requests running, speculative-decoding counters), ``/tokenize`` (how it tokenizes a
 prompt) and, where it runs in development mode (``VLLM_SERVER_DEV_MODE=1``), ``/server_info``
-(its parallel layout). Every reader returns ``None`` (or nothing) when the server does not answer:
-the figures are extras, never a reason to fail a turn.
+(its parallel layout). Every reader returns ``None`` (or nothing) when the server does not answer
+or answers something that is not the expected JSON: the figures are extras, never a reason to
+fail a turn.
 """
 
 from __future__ import annotations
@@ -136,10 +137,11 @@ async def server_tokens(http: Any, url: str, model: str, prompt: str) -> list[in
         answer = await http.post(f"{url}/tokenize", json=body, timeout=METRICS_TIMEOUT_S * 5)
     except httpx.HTTPError:
         return None
-    if answer.status_code != 200:
+    body = _json(answer)
+    tokens = body.get("tokens") if isinstance(body, dict) else None
+    if not isinstance(tokens, list) or not all(type(t) is int for t in tokens):
         return None
-    tokens = answer.json().get("tokens")
-    return [int(t) for t in tokens] if isinstance(tokens, list) else None
+    return list(tokens)
 
 
 async def server_parallel(http: Any, url: str) -> dict[str, int]:
@@ -150,9 +152,7 @@ async def server_parallel(http: Any, url: str) -> dict[str, int]:
         answer = await http.get(f"{url}/server_info", params={"config_format": "json"})
     except httpx.HTTPError:
         return {}
-    if answer.status_code != 200:
-        return {}
-    body = answer.json()
+    body = _json(answer)
     config = (body.get("vllm_config") or {}) if isinstance(body, dict) else {}
     parallel = config.get("parallel_config") if isinstance(config, dict) else None
     if not isinstance(parallel, dict):
@@ -176,3 +176,13 @@ def remote_label(engine_args: dict[str, Any]) -> str:
         return ""
     layout = parallel_label(engine_args)
     return f"remote: {where.split('://')[-1]}" + (f" · {layout}" if layout else "")
+
+
+def _json(answer: Any) -> Any:
+    """An optional endpoint's JSON body, or None (not 200, or not JSON: an extra, never a failure)."""
+    if answer.status_code != 200:
+        return None
+    try:
+        return answer.json()
+    except ValueError:
+        return None

@@ -10,7 +10,7 @@ the timeline and ``transcript`` the messages to keep in the history (calls and r
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, MutableMapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -59,8 +59,8 @@ class ToolTurn:
     build_request: RequestBuilder
     max_steps: int = 5
     max_result_chars: int = 4000
-    cache: dict[str, ToolRecord] | None = None
-    """Shared between the two paths of a comparison, so each distinct call runs once."""
+    cache: MutableMapping[str, ToolRecord] | None = None
+    """A comparison's results of the other path's calls (``backend.tools.shared_results``)."""
     records: list[ToolRecord] = field(default_factory=list)
     transcript: list[ChatMessage] = field(default_factory=list)
     request_id: str | None = None

@@ -13,7 +13,7 @@ import contextlib
 import json
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -114,7 +114,9 @@ class ToolRunner:
             return False
         return self.policy == "every-call" or tool.side_effects
 
-    async def run(self, call: ToolCall, step: int, cache: dict[str, ToolRecord] | None = None) -> ToolRecord:
+    async def run(
+        self, call: ToolCall, step: int, cache: MutableMapping[str, ToolRecord] | None = None
+    ) -> ToolRecord:
         """The call's record; its duration is the tool's own run time (not the approval wait)."""
         if call.error:
             return ToolRecord(step, call.name or "?", {}, "malformed", message=call.error)

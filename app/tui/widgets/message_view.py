@@ -13,6 +13,7 @@ from app.tui.widgets.thought_block import ThoughtBlock
 from app.tui.widgets.tool_block import ToolBlock
 from backend.engine.metrics import TurnMetrics
 from backend.media.attachment import Attachment
+from backend.terminal_text import terminal_safe
 from backend.tools.runner import ToolRecord
 from backend.tools.spec import ToolCall
 from backend.tools.timeline import duration_text
@@ -105,7 +106,7 @@ class MessageView(Vertical):
         tools.display = bool(self.tool_records)
         yield tools
         yield self.thought
-        yield Markdown(self.text, classes="body", parser_factory=chat_markdown)
+        yield Markdown(terminal_safe(self.text), classes="body", parser_factory=chat_markdown)
         if self.role != "user":
             yield Sparkline([], classes="spark")
             line = figures_line(self.metrics, self.path, self.tool_seconds)
@@ -125,7 +126,7 @@ class MessageView(Vertical):
         if self._stream is None:
             self._stream = Markdown.get_stream(self.body)
         self.text += fragment
-        await self._stream.write(fragment)
+        await self._stream.write(terminal_safe(fragment))
 
     def settle(self, text: str, thought: str) -> None:
         """The reply as finally read (a marker may have re-sorted text that had streamed)."""
@@ -163,7 +164,7 @@ class MessageView(Vertical):
         if self._stream is not None:
             await self._stream.stop()
             self._stream = None
-        await self.body.update(self.text)
+        await self.body.update(terminal_safe(self.text))
         self.status = status
         if self.role != "user":
             self.query_one(".spark", Sparkline).display = False
@@ -176,7 +177,7 @@ class MessageView(Vertical):
     async def fail(self, message: str) -> None:
         """End the reply with an error block; whatever streamed before stays above it."""
         await self.finish(self.metrics, "failed")
-        await self.mount(Static(message, classes="error", markup=False))
+        await self.mount(Static(terminal_safe(message), classes="error", markup=False))
 
     def last_code_block(self) -> str | None:
         blocks = self.text.split("```")

@@ -32,6 +32,9 @@ class Level:
     engine_detail: bool
     labels: bool
     gauge_width: int
+    path: bool = True
+    """Show the path (and "compare" when the next turn compares)."""
+    engine: bool = True
 
 
 LEVELS = (
@@ -41,7 +44,10 @@ LEVELS = (
     Level(16, False, False, 6),
     Level(0, False, False, 4),
     Level(0, False, False, 0),
+    Level(0, False, False, 0, engine=False),
+    Level(0, False, False, 0, path=False, engine=False),
 )
+"""From the fullest line to the narrowest: at 20 columns only ``ctx used/window`` is left."""
 
 
 @dataclass(frozen=True)
@@ -62,16 +68,18 @@ class StatusFigures:
         if level.model_chars != 0:
             name = self.model if level.model_chars is None else _abbreviate(self.model, level.model_chars)
             parts.append(("", name))
-        parts.append(("path " if level.labels else "", self.path))
+        if level.path:
+            parts.append(("path " if level.labels else "", self.path))
         detailed = level.engine_detail and self.engine_detail
         engine = f"{self.engine} ({self.engine_detail})" if detailed else self.engine
-        parts.append(("engine " if level.labels else "", engine))
+        if level.engine:
+            parts.append(("engine " if level.labels else "", engine))
         if self.mcp and level.gauge_width:
             parts.append(("", self.mcp))
         window = f"{self.used}/{self.window}" if self.window else f"{self.used}/?"
         bar = f"{gauge(self.used, self.window, level.gauge_width)} " if level.gauge_width else ""
         parts.append(("ctx ", f"{bar}{window}"))
-        if self.compare_next:
+        if self.compare_next and level.path:
             parts.append(("", "compare next" if level.labels else "compare"))
         if self.think and level.gauge_width:
             parts.append(("", "thinking" if level.labels else "think"))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from textual.widgets import Collapsible, Static
 
+from backend.terminal_text import terminal_safe
+
 
 class ThoughtBlock(Collapsible):
     """Gemma 4's thought channel, streamed live while collapsed; its title counts the tokens."""
@@ -11,7 +13,7 @@ class ThoughtBlock(Collapsible):
     def __init__(self, text: str = "", tokens: int = 0) -> None:
         self.text = text
         self.tokens = tokens
-        self.view = Static(text, classes="thought-text", markup=False)
+        self.view = Static(terminal_safe(text), classes="thought-text", markup=False)
         super().__init__(self.view, title=self._heading(), collapsed=True)
         self.add_class("thought-block")
         self.display = bool(text)
@@ -27,6 +29,6 @@ class ThoughtBlock(Collapsible):
         self.text = text
         if tokens is not None:
             self.tokens = tokens
-        self.view.update(text)
+        self.view.update(terminal_safe(text))
         self.title = self._heading()
         self.display = bool(text)

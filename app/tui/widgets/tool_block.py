@@ -9,6 +9,7 @@ from textual.containers import Vertical
 from textual.widgets import Button, Collapsible, Static
 
 from app.tui.widgets.thumbnail import thumbnail
+from backend.terminal_text import terminal_safe
 from backend.tools.runner import ToolRecord
 from backend.tools.spec import ToolCall
 from backend.tools.timeline import STATUS_MARKS, call_signature, duration_text
@@ -27,11 +28,11 @@ class ToolBlock(Collapsible):
     def __init__(self, call: ToolCall | None = None, record: ToolRecord | None = None) -> None:
         name = record.name if record else call.name if call else "?"
         arguments = record.arguments if record else call.arguments if call else {}
-        self.signature = call_signature(name or "?", arguments, width=70)
+        self.signature = terminal_safe(call_signature(name or "?", arguments, width=70))
         self.record: ToolRecord | None = None
         self.full_result = ""
         self.arguments_view = Static(
-            "arguments: " + json.dumps(arguments, indent=2, ensure_ascii=False),
+            terminal_safe("arguments: " + json.dumps(arguments, indent=2, ensure_ascii=False)),
             classes="tool-args",
             markup=False,
         )
@@ -75,7 +76,8 @@ class ToolBlock(Collapsible):
         )
         status = "ok" if record.ok else record.status.replace("_", " ")
         self.title = " · ".join(p for p in (f"{mark} {self.signature}", took, status) if p)
-        self.full_result = "result: " + readable(record.result) if record.ok else f"error: {record.message}"
+        result = "result: " + readable(record.result) if record.ok else f"error: {record.message}"
+        self.full_result = terminal_safe(result)
         preview = preview_of(self.full_result)
         self.result_view.update(preview)
         self.more.display = preview_of(self.full_result) != self.full_result

@@ -37,15 +37,42 @@ def offered_name(server: str, tool: str) -> str:
     return f"{server}.{TOOL_NAME.sub('_', tool) or '_'}"
 
 
-def to_tool(server: str, listed: Any, call: Callable[..., Any], timeout_s: float) -> Tool:
-    """``listed`` is an ``mcp_types.Tool``; ``call(**arguments)`` runs it on the server."""
+def offered_names(server: str, tools: list[str]) -> tuple[dict[str, str], list[str]]:
+    """Each tool's offered name, distinct and stable, and a notice per renamed tool.
+
+    Tools whose names become the same once sanitized (``a b``, ``a.b``, ``a/b``, ``a_b``) each get
+    their own: a tool already named so keeps the plain name, every other one gets a suffix made
+    from its own name's hash (``srv.a_b_3f9c1e``), so the names do not depend on the order the
+    server lists them in, and a call always reaches the tool it names."""
+    import hashlib
+
+    groups: dict[str, list[str]] = {}
+    for tool in dict.fromkeys(tools):
+        groups.setdefault(offered_name(server, tool), []).append(tool)
+    names: dict[str, str] = {}
+    notices: list[str] = []
+    for plain, members in groups.items():
+        for tool in members:
+            if len(members) == 1 or offered_name(server, tool) == f"{server}.{tool}":
+                names[tool] = plain
+                continue
+            names[tool] = f"{plain}_{hashlib.sha256(tool.encode()).hexdigest()[:6]}"
+            notices.append(f"{tool!r} → {names[tool]}")
+    return names, notices
+
+
+def to_tool(
+    server: str, listed: Any, call: Callable[..., Any], timeout_s: float, name: str | None = None
+) -> Tool:
+    """``listed`` is an ``mcp_types.Tool``; ``call(**arguments)`` runs it on the server; ``name``
+    is its offered name (from ``offered_names``)."""
     schema = listed.input_schema if isinstance(listed.input_schema, dict) else {}
     schema = strip_titles({"type": "object", "properties": {}, **schema})
     annotations = listed.annotations
     read_only = bool(annotations is not None and annotations.read_only_hint)
     description = " ".join((listed.description or listed.title or listed.name).split())[:MAX_DESCRIPTION]
     return Tool(
-        name=offered_name(server, listed.name),
+        name=name or offered_name(server, listed.name),
         description=description,
         function=call,
         arguments_model=None,

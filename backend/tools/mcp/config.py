@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from backend.errors import GemmaChatError
+from backend.file_checks import parse_bounded, read_checked
 from backend.settings import MCP_SERVER_NAME, McpServerSettings, McpSettings
 
 KNOWN_KEYS = {"command", "args", "env", "cwd", "url", "headers", "timeout_s"}
@@ -37,16 +38,18 @@ def configured_servers(settings: McpSettings) -> dict[str, McpServerSettings]:
 
 
 def read_servers_json(path: Path) -> dict[str, McpServerSettings]:
+    shown = f"The MCP servers file {path}"
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = parse_bounded(json.loads, read_checked(path).decode("utf-8"), shown)
     except FileNotFoundError:
-        raise McpConfigError(
-            f"The MCP servers file {path} does not exist.", "Fix mcp.import or --mcp-config."
-        ) from None
+        raise McpConfigError(f"{shown} does not exist.", "Fix mcp.import or --mcp-config.") from None
     except (OSError, UnicodeDecodeError) as error:
-        raise McpConfigError(f"The MCP servers file {path} cannot be read ({error}).") from None
+        raise McpConfigError(f"{shown} cannot be read ({error}).") from None
     except json.JSONDecodeError as error:
-        raise McpConfigError(f"The MCP servers file {path} is not valid JSON: {error}.") from None
+        raise McpConfigError(f"{shown} is not valid JSON: {error}.") from None
+    except ValueError as error:  # not a regular file, too large, nested too deeply
+        message = str(error) if str(error).startswith(shown) else f"The MCP servers file {error}"
+        raise McpConfigError(f"{message}.", 'Point it at a plain {"mcpServers": …} JSON file.') from None
     entries = doc.get("mcpServers") if isinstance(doc, dict) else None
     if not isinstance(entries, dict):
         raise McpConfigError(

@@ -20,12 +20,13 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from backend.settings import McpServerSettings
-from backend.tools.mcp.bridge import McpToolError, result_value, to_tool
+from backend.tools.mcp.bridge import McpToolError, offered_names, result_value, to_tool
+from backend.tools.mcp.faults import Faults, UnreadableAnswer, route_sdk_log
 from backend.tools.spec import Tool
 
 State = Literal["starting", "ready", "failed", "disabled", "stopped"]
@@ -43,7 +44,11 @@ class ServerStatus:
 
     def describe(self) -> str:
         if self.state == "ready":
-            return f"{self.name}: ready, {len(self.tools)} tool(s)"
+            return f"{self.name}: ready, {len(self.tools)} tool(s)" + (
+                f" — renamed, as their names are the same once made callable: {self.message}"
+                if self.message
+                else ""
+            )
         return f"{self.name}: {self.state}" + (f" — {self.message}" if self.message else "")
 
 
@@ -56,6 +61,7 @@ class _Server:
     session: Any = None
     stop: asyncio.Event | None = None
     task: asyncio.Task[None] | None = None
+    faults: Faults = field(default_factory=Faults)
 
 
 class McpHost:
@@ -88,6 +94,8 @@ class McpHost:
         self._thread.start()
         ready.wait()
         atexit.register(self.close)  # however the process ends, no server outlives it
+        if self.log_dir is not None:
+            route_sdk_log(self.log_dir)
         for server in self._servers.values():
             if server.settings.enabled:
                 self._submit(self._launch(server))
@@ -207,20 +215,25 @@ class McpHost:
         settings = server.settings
         try:
             async with contextlib.AsyncExitStack() as stack:
-                session = await open_session(stack, settings, self._errlog(stack, server.name))
+                errlog = self._errlog(stack, server.name)
+                session = await open_session(stack, settings, errlog, server.faults.record)
                 with anyio.fail_after(settings.timeout_s):
-                    await session.initialize()
-                    listed = await _list_all(session)
+                    await server.faults.race(session.initialize())
+                    listed = await server.faults.race(_list_all(session))
+                names, renamed = offered_names(server.name, [t.name for t in listed])
                 tools = tuple(
-                    to_tool(server.name, t, self._caller(server, t.name), settings.timeout_s) for t in listed
+                    to_tool(server.name, t, self._caller(server, t.name), settings.timeout_s, names[t.name])
+                    for t in {t.name: t for t in listed}.values()
                 )
                 server.session = session
-                self._set(server, "ready", tools=tools)
+                self._set(server, "ready", "; ".join(renamed), tools=tools)
                 await stop.wait()
         except Exception as error:  # any failure of one server leaves the chat and the others running
             if stop.is_set():
                 return
-            if _connection_lost(error):
+            if _holds(error, UnreadableAnswer):
+                reason = f"{server.faults.reason}{self._see_log(server.name)}"
+            elif _connection_lost(error):
                 reason = f"it exited or closed the connection before it was ready{self._see_log(server.name)}"
             elif _holds(error, TimeoutError):
                 reason = f"no answer within {settings.timeout_s:g} s (starting or listing its tools)"
@@ -241,7 +254,9 @@ class McpHost:
         if session is None or server.status.state != "ready":
             raise McpToolError(f"MCP server {server.name} is not running ({server.status.describe()}).")
         try:
-            result = await session.call_tool(tool, arguments)
+            result = await server.faults.race(session.call_tool(tool, arguments))
+        except UnreadableAnswer as error:
+            raise McpToolError(f"MCP server {server.name} failed running {tool}: {error}") from None
         except Exception as error:
             reason = _reason(error)
             if _connection_lost(error):

@@ -5,14 +5,25 @@ initializes it, under its own timeout: anyio's cancel scopes must nest inside th
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 from backend.settings import McpServerSettings
 from backend.tools.mcp.config import McpConfigError
 
 
-async def open_session(stack: contextlib.AsyncExitStack, settings: McpServerSettings, errlog: Any) -> Any:
+async def open_session(
+    stack: contextlib.AsyncExitStack,
+    settings: McpServerSettings,
+    errlog: Any,
+    on_fault: Callable[[Exception], None] | None = None,
+) -> Any:
+    """``on_fault(error)`` gets each message the server sent that could not be read."""
     from mcp import ClientSession
+
+    async def handle(message: Any) -> None:
+        if isinstance(message, Exception) and on_fault is not None:
+            on_fault(message)
 
     command, url = settings.command, settings.url
     if command is not None:
@@ -30,4 +41,4 @@ async def open_session(stack: contextlib.AsyncExitStack, settings: McpServerSett
         read, write = await stack.enter_async_context(streamable_http_client(url, http_client=client))
     else:  # the settings' validator already refuses this
         raise McpConfigError("An MCP server needs a command (stdio) or a url (streamable HTTP).")
-    return await stack.enter_async_context(ClientSession(read, write))
+    return await stack.enter_async_context(ClientSession(read, write, message_handler=handle))

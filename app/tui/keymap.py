@@ -1,0 +1,80 @@
+"""The ``[keymap]`` settings checked before the chat app starts: Textual ignores an entry whose
+binding id it does not know, and a key it cannot produce leaves the action unbound, both in
+silence (``toggle_path = "f99"`` and F2 no longer switches the path). A mistake is refused like a
+config typo — the entry, why, and the ids or keys that were probably meant — and the app does
+not start with a keymap other than the one the user wrote.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator
+
+from backend.settings import SettingsError, config_file
+
+MODIFIERS = ("ctrl", "shift", "alt", "meta", "super", "hyper")
+
+
+def binding_ids() -> set[str]:
+    """Every binding id of the app, its screens and widgets (what ``[keymap]`` can rebind)."""
+    from textual.dom import DOMNode
+
+    import app.tui.app  # noqa: F401  (every screen and widget class is defined once it is imported)
+
+    def subclasses(cls: type) -> Iterator[type]:
+        subs: list[type] = cls.__subclasses__()
+        for sub in subs:
+            yield sub
+            yield from subclasses(sub)
+
+    return {
+        binding.id
+        for cls in subclasses(DOMNode)
+        for binding in cls.__dict__.get("BINDINGS", [])
+        if getattr(binding, "id", None)
+    }
+
+
+def key_names() -> set[str]:
+    """Key names Textual can produce (``f2``, ``pageup``, ``space``, ``full_stop``…), without modifiers."""
+    from textual.keys import KEY_NAME_REPLACEMENTS, KEY_TO_UNICODE_NAME, Keys
+
+    names = {key.value.rsplit("+", 1)[-1] for key in Keys if not key.value.startswith("<")}
+    return names | set(KEY_TO_UNICODE_NAME) | set(KEY_NAME_REPLACEMENTS.values())
+
+
+def key_problem(key: str, known: set[str]) -> str | None:
+    """Why ``key`` (``ctrl+shift+f2``) cannot be pressed, or None."""
+    *modifiers, base = key.strip().lower().split("+")
+    wrong = [m for m in modifiers if m not in MODIFIERS]
+    if wrong:
+        return f"{wrong[0]!r} is not a modifier ({', '.join(MODIFIERS)})"
+    if len(base) == 1 and base.isprintable():
+        return None
+    if base in known:
+        return None
+    meant = difflib.get_close_matches(base, sorted(known), n=1)
+    return f"{base!r} is not a key" + (f" (did you mean {meant[0]}?)" if meant else "")
+
+
+def check_keymap(keymap: dict[str, str]) -> None:
+    """``SettingsError`` for the first entry of ``keymap`` that would be ignored or unpressable."""
+    if not keymap:
+        return
+    ids, keys = binding_ids(), key_names()
+    where = f"In {config_file()} (or GEMMA_CHAT_KEYMAP)"
+    for binding, value in keymap.items():
+        if binding not in ids:
+            meant = difflib.get_close_matches(binding, sorted(ids), n=1)
+            hint = f"Did you mean {meant[0]}? " if meant else ""
+            raise SettingsError(
+                f"{where}: [keymap] {binding} is not a binding id.",
+                f"{hint}Binding ids (F1 lists them with their keys): {', '.join(sorted(ids))}.",
+            )
+        for key in value.split(",") if value.strip() else [""]:
+            problem = key_problem(key, keys) if key.strip() else "no key given"
+            if problem:
+                raise SettingsError(
+                    f"{where}: [keymap] {binding} = {value!r}: {problem}.",
+                    'Write keys as Textual names them, e.g. "f6", "ctrl+t", "alt+p" (several: "f6,ctrl+t").',
+                )

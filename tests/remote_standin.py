@@ -1,0 +1,147 @@
+"""A scripted OpenAI-compatible stand-in for a vLLM server, on 127.0.0.1 in a background thread,
+for the hostile corpus's remote cases (``tests/hostile_remote_cases.py``).
+
+``Script`` says how each endpoint misbehaves. It tokenizes with the demo model's own
+``tokenizer.json``, so the wrong-model check passes unless the script says otherwise. Every loop
+it runs is bounded (an "endless" stream stops after ``MAX_CHUNKS`` or when the client leaves; a
+"silent" answer after ``SILENCE_S``), so nothing outlives a case.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DEMO_MODEL = Path(__file__).resolve().parent.parent / "assets" / "demo" / "model"
+MAX_CHUNKS = 20_000
+SILENCE_S = 60.0
+
+
+@dataclass
+class Script:
+    models: str = "ok"
+    """ok, html, list, no_len, lots"""
+    tokenize: str = "ok"
+    """ok, missing (404), html"""
+    server_info: str = "missing"
+    """missing, html"""
+    completion: str = "ok"
+    """ok, silent (headers, then nothing), endless, no_finish, escapes"""
+    token_ids: bool = True
+    """Send each chunk's token ids (vLLM's ``return_token_ids``); other servers do not."""
+    text: list[str] = field(default_factory=lambda: ["Hello", " there", "."])
+    seen: list[str] = field(default_factory=list)
+
+
+class Standin:
+    def __init__(self, script: Script) -> None:
+        self.script = script
+        self.url = ""
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._ready = threading.Event()
+        from tokenizers import Tokenizer
+
+        self._tokenizer = Tokenizer.from_file(str(DEMO_MODEL / "tokenizer.json"))
+
+    def __enter__(self) -> Standin:
+        threading.Thread(target=self._run, daemon=True).start()
+        self._ready.wait(10)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+
+    def _run(self) -> None:
+        loop = self._loop = asyncio.new_event_loop()
+        server = loop.run_until_complete(asyncio.start_server(self._serve, "127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        self._ready.set()
+        loop.run_forever()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            lines = head.decode("latin-1").split("\r\n")
+            path = lines[0].split(" ")[1].split("?")[0]
+            length = next((int(x.split(":")[1]) for x in lines if x.lower().startswith("content-length")), 0)
+            body = json.loads(await reader.readexactly(length)) if length else {}
+            self.script.seen.append(path)
+            await self._answer(path, body, writer)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    async def _answer(self, path: str, body: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+        s = self.script
+        if path == "/health":
+            return _send(writer, 200, "")
+        if path == "/v1/models":
+            entry: dict[str, Any] = {"id": str(DEMO_MODEL), "object": "model", "max_model_len": 4096}
+            if s.models == "html":
+                return _send(writer, 200, "<html><body>Welcome to nginx!</body></html>", "text/html")
+            if s.models == "list":
+                return _send(writer, 200, json.dumps([entry]))
+            if s.models == "no_len":
+                del entry["max_model_len"]
+            if s.models == "lots":
+                entry["max_model_len"] = "lots"
+            return _send(writer, 200, json.dumps({"object": "list", "data": [entry]}))
+        if path == "/tokenize" and s.tokenize != "missing":
+            if s.tokenize == "html":
+                return _send(writer, 200, "<html>not here</html>", "text/html")
+            ids = self._tokenizer.encode(body["prompt"], add_special_tokens=False).ids
+            return _send(writer, 200, json.dumps({"tokens": ids, "count": len(ids)}))
+        if path == "/server_info" and s.server_info == "html":
+            return _send(writer, 200, "<html>dev mode off</html>", "text/html")
+        if path in ("/v1/completions", "/v1/chat/completions"):
+            return await self._stream(writer, int(body.get("max_tokens") or 16))
+        return _send(writer, 404, json.dumps({"error": {"message": "Not Found"}}))
+
+    async def _stream(self, writer: asyncio.StreamWriter, max_tokens: int) -> None:
+        s = self.script
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n"
+            b"cache-control: no-cache\r\n\r\n"
+        )
+        await writer.drain()
+        if s.completion == "silent":
+            await asyncio.sleep(SILENCE_S)
+            return
+        pieces = s.text
+        if s.completion == "escapes":
+            pieces = ["Look:", "\x1b]52;c;cm0gLXJmIH4=\x07", "\x1b]0;pwned\x07"]
+            pieces += ["\x1b[2J\x1b[H", "\r", "done"]
+        count = MAX_CHUNKS if s.completion == "endless" else len(pieces)
+        for index in range(count):
+            piece = pieces[index % len(pieces)]
+            last = index == count - 1 and s.completion not in ("endless", "no_finish")
+            choice: dict[str, Any] = {"index": 0, "text": piece, "logprobs": None}
+            if s.token_ids:
+                choice["token_ids"] = [100 + index % 50]
+            choice["finish_reason"] = "stop" if last else None
+            await _event(writer, {"id": "c", "object": "text_completion", "created": 0, "model": "m",
+                                  "choices": [choice]})  # fmt: skip
+            await asyncio.sleep(0.001)
+        if s.completion not in ("endless", "no_finish"):
+            await _event(writer, "[DONE]")
+
+
+async def _event(writer: asyncio.StreamWriter, data: Any) -> None:
+    text = data if isinstance(data, str) else json.dumps(data)
+    writer.write(f"data: {text}\n\n".encode())
+    await writer.drain()
+
+
+def _send(writer: asyncio.StreamWriter, status: int, body: str, kind: str = "application/json") -> None:
+    data = body.encode()
+    writer.write(
+        f"HTTP/1.1 {status} X\r\ncontent-type: {kind}\r\ncontent-length: {len(data)}\r\n"
+        f"connection: close\r\n\r\n".encode()
+        + data
+    )
