@@ -26,6 +26,7 @@ OTHER_VARIABLES = frozenset(
         "GEMMA_CHAT_ONE_CALL_STEP",
         "GEMMA_CHAT_SAMPLED_ROW_DRAFTS",
         "GEMMA_CHAT_UNI_WORKER",
+        "GEMMA_CHAT_TESTS_SERIAL",  # tests/__main__.py
         "GEMMA_CHAT_OWNER",  # backend/lifetime (branch lifetime-37): the owning process, for watchdogs
     }
 )

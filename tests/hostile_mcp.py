@@ -73,8 +73,8 @@ def many_tools_turn(log_dir: str, model_dir: str) -> str:
         def __init__(self) -> None:
             self.renderer = PromptRenderer.for_model(model_dir)
 
-        def render(self, messages, tools=None):  # type: ignore[no-untyped-def]
-            return self.renderer.render(messages, tools)
+        def render(self, messages, tools=None, *, think=False):  # type: ignore[no-untyped-def]
+            return self.renderer.render(messages, tools, think=think)
 
     host = _host("many", log_dir)
     try:
