@@ -74,7 +74,7 @@ class GemmaChatApp(ChatActions, AttachActions, ToolActions, ReportingApp):
     ) -> None:
         super().__init__(log_path)
         self.settings = settings
-        self.pool = EnginePool(engine_factory)
+        self.pool = EnginePool(engine_factory, model_name)
         self.path: str = settings.profile  # optimized, baseline or eager (diagnosis)
         self.model_name = model_name
         self.compare_next = False
@@ -143,7 +143,7 @@ class GemmaChatApp(ChatActions, AttachActions, ToolActions, ReportingApp):
     def _tick(self) -> None:
         state = self.pool.state(self.path)
         if state.stage == "starting" and state.started_at is not None:
-            self.status.engine = f"starting {time.monotonic() - state.started_at:.0f}s"
+            self.status.engine = state.elapsed_label(time.monotonic())
             self.status.engine_detail = state.detail
         elif state.stage == "failed":
             self.status.engine = "failed"
