@@ -110,6 +110,9 @@ def test_bench_startup_launches_ask_with_the_model_flags_and_tabulates_warm_runs
     total = next(line for line in lines if line.startswith("total"))
     assert total.split()[1:4] == ["50.0", "16.0", "14.0"] and total.endswith("15.0 (14.0-16.0)")
     assert next(line for line in lines if line.startswith("compile")).endswith("-")
+    assert [line.split()[0] for line in lines[1:]] == ["imports", "compile", "cache", "total"], (
+        "in start order"
+    )
 
 
 def test_the_compile_cache_loads_on_the_cpu_build() -> None:

@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 from backend.bench.spread import Spread
+from backend.engine.startup import STAGES
 from backend.provenance import cpu_flags
 
 FLAGS = {
@@ -60,8 +61,9 @@ def run_once(command: list[str], cache_root: Path) -> dict[str, float]:
 
 def table(runs: list[tuple[str, dict[str, float]]]) -> str:
     """Stages down, runs across, then the warm runs' median (range)."""
-    stages = list(dict.fromkeys(name for _, stages in runs for name in stages if name != "total"))
-    stages.append("total")
+    seen = {name for _, stages in runs for name in stages}
+    stages = [name for name in STAGES if name in seen]
+    stages += [*sorted(seen - set(STAGES) - {"total"}), "total"]
     warm = [stages_ for label, stages_ in runs if label.startswith("warm")]
     header = ["stage (s)", *(label for label, _ in runs), "warm: median (range)"]
     rows = [header]

@@ -34,6 +34,17 @@ LOG_MARKS = (
     ("KV cache", "init engine (profile, create kv cache, warmup model) took"),
 )
 """A log line that ends a stage, by stage (in the engine-core process's order)."""
+STAGES = (
+    "imports",
+    "engine core",
+    "compile",
+    "cache load",
+    "KV cache",
+    "hand-over",
+    "warm-up",
+    "first token",
+)
+"""Every stage a start can have, in order."""
 CACHE_LOADED = "Directly load AOT compilation"
 COMPILED = "saved AOT compiled function"
 
