@@ -19,37 +19,42 @@ CHECKS: list[tuple[str, list[str]]] = [
 ]
 
 
-ALONE = "engine or cpu_share"
-"""The tests of the first part: real engines, and the tests that measure a core's share (which
-the engines would take from them)."""
+ALONE = "cpu_share"
+"""Tests that measure how much of a core a thread gets: they run first, with nothing beside them."""
+ENGINE = "engine"
 SERIAL_ENV = "GEMMA_CHAT_TESTS_SERIAL"
 """Set (to anything) to run pytest as one process, as a run with arguments always does."""
+NO_TESTS = 5
+"""pytest's exit code when a marker selects no test."""
 
 
-def _pytest_in_two_parts(python: str, root: Path) -> int:
-    """The engine tests and the others at once, in two pytest processes.
+def _pytest_in_parts(python: str, root: Path) -> int:
+    """Every test once, in three selections: the ``cpu_share`` tests alone, then the engine tests
+    and all others at once, in two pytest processes.
 
     Most of an engine test's time is an engine start, and most of that (imports, the engine-core
     process, torch.compile's code generation) keeps one core busy: the other of a 2-core machine
     runs the tests without an engine meanwhile. The engine tests print as they run; the others'
-    output follows once both have ended. Together they are every test, as one run would be
-    (``-m X`` and ``-m "not (X)"``)."""
-    print(f"== pytest -m '{ALONE}' (the other tests run beside it; their output follows)", flush=True)
+    output follows once both have ended."""
+    rest = f"not ({ENGINE} or {ALONE})"
+    print(f"== pytest -m '{ALONE}' (alone)", flush=True)
+    alone_code = subprocess.call([python, "-m", "pytest", "-m", ALONE], cwd=root)
+    print(f"== pytest -m '{ENGINE}' (the other tests run beside it; their output follows)", flush=True)
     with tempfile.TemporaryFile(mode="w+") as others_out:
         others = subprocess.Popen(
-            [python, "-m", "pytest", "-m", f"not ({ALONE})"],
-            cwd=root,
-            stdout=others_out,
-            stderr=subprocess.STDOUT,
+            [python, "-m", "pytest", "-m", rest], cwd=root, stdout=others_out, stderr=subprocess.STDOUT
         )
         try:
-            engine_code = subprocess.call([python, "-m", "pytest", "-m", ALONE], cwd=root)
+            engine_code = subprocess.call(
+                [python, "-m", "pytest", "-m", f"{ENGINE} and not {ALONE}"], cwd=root
+            )
         finally:
             others_code = others.wait()
         others_out.seek(0)
-        print(f"== pytest -m 'not ({ALONE})'", flush=True)
+        print(f"== pytest -m '{rest}'", flush=True)
         sys.stdout.write(others_out.read())
-    return engine_code or others_code
+    codes = [code for code in (alone_code, engine_code, others_code) if code not in (0, NO_TESTS)]
+    return codes[0] if codes else 0
 
 
 def main() -> int:
@@ -75,7 +80,7 @@ def main() -> int:
             print("== pytest", flush=True)
             code = subprocess.call([str(python), "-m", "pytest", *sys.argv[1:]], cwd=root)
         else:
-            code = _pytest_in_two_parts(str(python), root)
+            code = _pytest_in_parts(str(python), root)
         lap("pytest", step)
         return code
     finally:

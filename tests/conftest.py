@@ -27,8 +27,8 @@ runs without it, and the MTP path must stay under test."""
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "cpu_share: measures how much of a core a thread gets (python3 -m tests runs it with the "
-        "engine tests, not beside them)",
+        "cpu_share: measures how much of a core a thread gets (python3 -m tests runs these first, "
+        "with no other test beside them)",
     )
 
 
