@@ -128,6 +128,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="attach an image, audio or video file (repeatable)",
     )
+    ask.add_argument(
+        "--timings",
+        action="store_true",
+        help="then print where the start's time went, stage by stage: imports, engine core, compile "
+        '(or cache load), KV cache, hand-over, warm-up, first token (--json: a "startup" entry)',
+    )
     ask.add_argument("--no-tools", action="store_true", help="do not offer the model any tool")
     ask.add_argument(
         "--allow-dir",
@@ -199,6 +205,12 @@ def build_parser() -> argparse.ArgumentParser:
         "medians with their range, and a speed-up whose range reaches 1.0 is marked within noise)",
     )
     bench.add_argument("--no-peer", action="store_true", help="skip transformers' generate")
+    bench.add_argument(
+        "--startup",
+        action="store_true",
+        help="instead: time the engine's start from launch to first token, stage by stage — one cold "
+        "run (an empty compile cache of its own), then --repetitions warm ones; your cache is untouched",
+    )
     bench.add_argument(
         "--measure-speculation",
         action="store_true",

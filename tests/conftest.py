@@ -24,6 +24,14 @@ TEST_ENGINE = EngineSettings(dtype="float32", max_model_len=4096, kv_cache_gib=1
 runs without it, and the MTP path must stay under test."""
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "cpu_share: measures how much of a core a thread gets (python3 -m tests runs these first, "
+        "with no other test beside them)",
+    )
+
+
 @pytest.fixture(scope="session", autouse=True)
 def gemma_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     home = tmp_path_factory.mktemp("gemma-home")

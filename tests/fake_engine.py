@@ -24,6 +24,7 @@ from backend.engine.protocol import (
     Started,
     TurnEvent,
 )
+from backend.engine.warmup import WARM_UP_PREFIX
 from backend.messages import ChatMessage, RenderedPrompt
 
 
@@ -42,6 +43,8 @@ class FakeEngine:
     requests: list[EngineRequest] = field(default_factory=list)
     script: list[str] = field(default_factory=list)
     """Replies for the next turns, in order (then ``reply``): tool-call flows script the model."""
+    warm_ups: list[EngineRequest] = field(default_factory=list)
+    """Warm-up requests (backend.engine.warmup): kept apart from ``requests``, no scripted reply used."""
 
     async def start(self, progress: ProgressCallback | None = None) -> EngineInfo:
         if progress:
@@ -68,8 +71,13 @@ class FakeEngine:
         return " ".join(self.reply.split()[t % len(self.reply.split())] for t in token_ids)
 
     async def stream(self, request: EngineRequest) -> AsyncIterator[TurnEvent]:
-        self.requests.append(request)
         rid = request.request_id
+        if rid.startswith(WARM_UP_PREFIX):
+            self.warm_ups.append(request)
+            yield Started(rid)
+            yield Finished(rid, "hello", (0,), self._metrics(request, 1), "length")
+            return
+        self.requests.append(request)
         yield Started(rid)
         if self.die_on_turn:
             yield Failed(rid, "The fake engine died.", "engine_died")

@@ -301,7 +301,9 @@ def test_the_compare_line_says_which_kernels_a_gpu_ran() -> None:
     result = CompareResult(
         done, done, compare_tokens((1, 2), (1, 2), str), (), kernel_mode(info(exact), info(exact))
     )
-    assert result.summary().endswith("exact mode (batch-invariant kernels on both paths)")
+    from backend.chat.verdict import Verdict
+
+    assert Verdict(result).summary().endswith("exact mode (batch-invariant kernels on both paths)")
 
 
 @pytest.mark.parametrize(("gib", "together"), [(24, False), (80, True)])

@@ -30,11 +30,16 @@ async def test_app_engine_dying_mid_stream_keeps_the_partial_reply(tmp_path: Pat
     from collections.abc import AsyncIterator
 
     from backend.engine.protocol import Delta, EngineRequest, Failed, Started, TurnEvent
+    from backend.engine.warmup import WARM_UP_PREFIX
     from tests.fake_engine import FakeEngine
     from tests.tui_pilot import make_app, replies, send
 
     class Dying(FakeEngine):
         async def stream(self, request: EngineRequest) -> AsyncIterator[TurnEvent]:
+            if request.request_id.startswith(WARM_UP_PREFIX):  # it dies on the turn, not the warm-up
+                async for event in super().stream(request):
+                    yield event
+                return
             self.requests.append(request)
             yield Started(request.request_id)
             yield Delta(request.request_id, "half an ans", (1,))

@@ -42,6 +42,7 @@ def test_the_window_is_read_from_the_installed_vllm() -> None:
     assert quiet.settle_s() == pytest.approx(quiet.busy_window_s() + quiet.MARGIN_S)
 
 
+@pytest.mark.cpu_share
 async def test_stock_vllms_reader_spins_after_a_read_and_is_quiet_after_the_settle() -> None:
     """The stock reader (the baseline's worker) holds a core right after a read; ``settle_s`` later
     it sleeps on its socket."""

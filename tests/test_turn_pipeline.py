@@ -10,6 +10,7 @@ import pytest
 from app.tui.widgets.status_bar import StatusFigures
 from backend.chat.compare import SAME_PATHS, CompareResult
 from backend.chat.turn import FixedPrompt, HistoryTrimmed, PromptSized, TurnOptions, TurnPipeline
+from backend.chat.verdict import Verdict
 from backend.engine.protocol import Cancelled, EngineInfo, Failed, Finished, PathEngine, SamplingSettings
 from backend.errors import PromptTooLong
 from backend.media.attachment import AttachmentError
@@ -97,7 +98,7 @@ async def test_compare_says_what_differed_and_when_nothing_did() -> None:
     items = [i async for i in TurnPipeline(_prompt("hi"), TurnOptions()).compare(*twins)]
     result = items[-1]
     assert isinstance(result, CompareResult) and result.same_paths
-    assert result.decode_speedup is None and result.summary().startswith(SAME_PATHS)
+    assert result.decode_speedup is None and Verdict(result).summary().startswith(SAME_PATHS)
 
 
 async def test_compare_pauses_between_the_paths(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -114,6 +115,26 @@ async def test_compare_pauses_between_the_paths(monkeypatch: pytest.MonkeyPatch)
     items = [i async for i in TurnPipeline(_prompt("hi"), options).compare(baseline, optimized)]
     assert isinstance(items[-1], CompareResult)
     assert pauses == [(0.25, 1, 0)], "one pause, after the baseline's request, before the optimized one"
+
+
+async def test_compare_runs_the_first_path_named_first_and_pauses_before_the_other(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    baseline, optimized = await _target("baseline"), await _target("optimized")
+    pauses: list[tuple[int, int]] = []
+
+    async def settle(seconds: float | None = None) -> None:
+        pauses.append((len(baseline.engine.requests), len(optimized.engine.requests)))  # type: ignore[attr-defined]
+
+    monkeypatch.setattr("backend.chat.turn.settle", settle)
+    pipeline = TurnPipeline(_prompt("hi"), TurnOptions())
+    items = [i async for i in pipeline.compare(baseline, optimized, "optimized")]
+    started = [i.path for i in items if hasattr(i, "event") and type(i.event).__name__ == "Started"]
+    assert started == ["optimized", "baseline"] and pauses == [(0, 1)]
+    result = items[-1]
+    assert isinstance(result, CompareResult) and result.decode_speedup == 2.5, "still optimized / baseline"
+    with pytest.raises(ValueError, match="first must be"):
+        [i async for i in TurnPipeline(_prompt("hi"), TurnOptions()).compare(baseline, optimized, "fast")]
 
 
 async def test_stop_before_a_path_starts_cancels_it_without_a_request() -> None:

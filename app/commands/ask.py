@@ -3,8 +3,10 @@
 The model may call tools (built-ins and plug-ins): each call prints a timeline line as it
 finishes, and the figures line counts tool time apart from model time. With ``--profile
 compare`` the prompt runs on the baseline and then on the optimized path (each distinct tool
-call runs once; both paths read the same results), and a last line gives the speed-up and the
-token-parity verdict. ``--json`` prints one document at the end instead.
+call runs once; both paths read the same results), and a last line gives the speed-up (one run,
+labelled so) and the token-parity verdict. Each engine answers one short warm-up request
+(backend.engine.warmup) before the prompt, so the figures are a warm engine's. ``--json`` prints
+one document at the end instead.
 """
 
 from __future__ import annotations
@@ -19,14 +21,19 @@ from app.commands.flags import COMPARE, settings_from_args
 from backend.chat.compare import CompareResult
 from backend.chat.rendering import dispatch
 from backend.chat.turn import FixedPrompt, TurnOptions, TurnPipeline, check_towers
+from backend.chat.verdict import Verdict
 from backend.engine.factory import make_engine, new_log_path, remote_engine, resolve_model, server_for
 from backend.engine.gpu import GpuRefused
 from backend.engine.log import capture_stderr
 from backend.engine.placement import plan_for
-from backend.engine.protocol import Engine, PathEngine, SamplingSettings
+from backend.engine.protocol import Engine, Finished, PathEngine, SamplingSettings
+from backend.engine.startup import StartClock, import_engine, timings
+from backend.engine.vllm import VllmEngine
+from backend.engine.warmup import warm_up
 from backend.errors import GemmaChatError
 from backend.media.load import load_attachments
 from backend.messages import ChatMessage
+from backend.reply import ReplyDelta
 from backend.tools.from_settings import mcp_host, tool_runner
 from backend.tools.mcp.host import McpHost
 from backend.tools.runner import Decision
@@ -35,6 +42,10 @@ from backend.tools.timeline import call_signature
 
 
 def run_ask(args: argparse.Namespace) -> int:
+    clock = StartClock() if args.timings else None
+    if clock is not None and args.profile == COMPARE:
+        sys.stderr.write("gemma-chat ask: --timings times one engine's start; leave out --profile compare\n")
+        return 2
     settings = settings_from_args(args)
     attachments = [
         a for path in args.attach for a in load_attachments(path, settings.media)
@@ -81,10 +92,12 @@ def run_ask(args: argparse.Namespace) -> int:
                 console.write(f"gemma-chat: {warning}\n")
         pipeline = TurnPipeline(FixedPrompt(messages, attachments), options, runner, settings.tools)
         try:
-            code = asyncio.run(_ask(engines, model_name, pipeline, out, host, console))
+            code = asyncio.run(_ask(engines, model_name, pipeline, out, host, console, clock))
         finally:
             if host is not None:
                 host.close()
+        if clock is not None and code == 0:
+            out.startup(timings(clock, log.read_text(errors="replace") if log.exists() else ""))
         if isinstance(out, JsonReport):
             out.emit()
         return code
@@ -112,27 +125,41 @@ async def _ask(
     out: AskOutput,
     host: McpHost | None,
     console: TextIO,
+    clock: StartClock | None = None,
 ) -> int:
     """Start the engines, run the turn (compare: on both), print it; the exit code."""
+    mark = clock.mark if clock is not None else (lambda _stage: None)
     try:
         targets = []
         for name, engine in engines.items():
             out.progress(f"starting the {name} engine on {model}…")
-            targets.append(PathEngine(name, engine, await engine.start(out.progress)))
+            if isinstance(engine, VllmEngine):
+                await asyncio.to_thread(import_engine)  # what the start would import, timed apart
+            mark("imports")
+            info = await engine.start(out.progress)
+            mark("engine")
+            out.progress("warming up")
+            await warm_up(engine)  # not shown: the turn is timed on a warm engine
+            mark("warm-up")
+            targets.append(PathEngine(name, engine, info))
         if host is not None:
             await asyncio.to_thread(host.wait_settled)
             for status in host.statuses():
                 if status.state == "failed":
                     console.write(f"gemma-chat: MCP server {status.describe()}\n")
         renderers = {target.name: out.renderer(target.name) for target in targets}
+        first_token = False
         if len(targets) == 2:
-            async for item in pipeline.compare(*targets):
+            async for item in pipeline.compare(targets[0], targets[1]):
                 if isinstance(item, CompareResult):
-                    out.compare(item)
+                    out.compare(Verdict(item))
                     return 0
                 await dispatch(renderers[item.path], item.event)
             return 1  # a path stopped or failed: no comparison
         async for event in pipeline.run(targets[0]):
+            if isinstance(event, ReplyDelta | Finished) and not first_token:
+                first_token = True
+                mark("first token")
             await dispatch(renderers[targets[0].name], event)
         return renderers[targets[0].name].exit_code or 0
     except GemmaChatError as error:

@@ -11,9 +11,10 @@ import sys
 from dataclasses import asdict
 from typing import Any, TextIO
 
-from backend.chat.compare import CompareResult
 from backend.chat.rendering import TurnRenderer
+from backend.chat.verdict import Verdict
 from backend.engine.protocol import Cancelled, Failed, Finished, Started
+from backend.engine.startup import StartupTimings
 from backend.errors import GemmaChatError
 from backend.media.attachment import Attachment
 from backend.reply import ReplyDelta
@@ -126,10 +127,13 @@ class TextPrinter:
         if error.fix:
             self.console.write(f"  fix: {terminal_safe(error.fix)}\n")
 
-    def compare(self, result: CompareResult) -> None:
-        if not result.same_paths:
-            sys.stdout.write(f"── {result.differences_line()}\n")
-        sys.stdout.write(f"── compare: {result.summary()}\n")
+    def startup(self, timings: StartupTimings) -> None:
+        self.console.write(f"gemma-chat: {timings.line()}\n")
+
+    def compare(self, verdict: Verdict) -> None:
+        if not verdict.result.same_paths:
+            sys.stdout.write(f"── {verdict.result.differences_line()}\n")
+        sys.stdout.write(f"── compare: {verdict.summary()}\n")
 
 
 class JsonPath(PathOutput):
@@ -178,8 +182,13 @@ class JsonReport:
     def error(self, error: GemmaChatError) -> None:
         self.doc["error"] = {"problem": error.problem, "fix": error.fix}
 
-    def compare(self, result: CompareResult) -> None:
+    def startup(self, timings: StartupTimings) -> None:
+        self.doc["startup"] = timings.to_json()
+
+    def compare(self, verdict: Verdict) -> None:
+        result = verdict.result
         self.doc["compare"] = {
+            "first": verdict.first,
             "decode_speedup": result.decode_speedup,
             "e2e_speedup": result.e2e_speedup,
             "parity": result.parity.describe(),

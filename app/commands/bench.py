@@ -52,6 +52,10 @@ def run_bench_command(args: argparse.Namespace) -> int:
     if args.repetitions < 1:
         print("gemma-chat bench: --repetitions must be at least 1", file=sys.stderr)
         return 2
+    if args.startup:
+        from app.commands.bench_startup import run_startup_bench
+
+        return run_startup_bench(args)
     settings = settings_from_args(args)
     source, extra = bench_source(args)
     if args.measure_speculation:

@@ -80,7 +80,7 @@ class GemmaChatApp(ChatActions, AttachActions, ToolActions, ReportingApp):
         answer, asked off the event loop when the first engine starts)."""
         super().__init__(log_path)
         self.settings = settings
-        self.pool = EnginePool(engine_factory, swapping)
+        self.pool = EnginePool(engine_factory, swapping, model=model_name)
         self.path: str = settings.profile  # optimized, baseline or eager (diagnosis)
         self.model_name = model_name
         self.compare_next = False
@@ -158,7 +158,7 @@ class GemmaChatApp(ChatActions, AttachActions, ToolActions, ReportingApp):
         if swapping:
             self.status.engine, self.status.engine_detail = "swapping", swapping
         elif state.stage == "starting" and state.started_at is not None:
-            self.status.engine = f"starting {time.monotonic() - state.started_at:.0f}s"
+            self.status.engine = state.elapsed_label(time.monotonic())
             self.status.engine_detail = state.detail
         elif state.stage == "failed":
             self.status.engine = "failed"

@@ -16,6 +16,7 @@ from backend.chat.compare import CompareResult
 from backend.chat.conversation import Conversation, Turn
 from backend.chat.rendering import TurnRenderer, dispatch
 from backend.chat.turn import HistoryTrimmed, PromptSized, TurnPipeline
+from backend.chat.verdict import Verdict, compares_so_far, first_path
 from backend.engine.metrics import TurnMetrics
 from backend.engine.pool import EnginePool
 from backend.engine.protocol import Cancelled, Failed, Finished, MetricsUpdate
@@ -147,14 +148,18 @@ async def run_compare(
     for pane in view.panes.values():
         if not pool.state(pane.path or "").ready:
             pane.show_note("waiting for this path's engine to start…")
+    earlier = compares_so_far(turn.extra for turn in conversation.turns)
+    first = first_path(len(earlier))  # alternates from one compare of this chat to the next
+    view.show_order(first)
     baseline = await pool.ensure("baseline")
     optimized = await pool.ensure("optimized")
     renderers = {path: ReplyRenderer(pane, hooks) for path, pane in view.panes.items()}
-    async for item in pipeline.compare(baseline, optimized):
+    async for item in pipeline.compare(baseline, optimized, first):
         if isinstance(item, CompareResult):
-            view.show_result(item)
+            verdict = Verdict(item, tuple(earlier), first)
+            view.show_result(verdict)
             extra: dict[str, object] = {
-                "compare": item.summary(),
+                **verdict.extra(),
                 "baseline_metrics": item.baseline.metrics.summary_line(),
                 **pipeline.history_extra("optimized"),
             }

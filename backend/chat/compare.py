@@ -119,14 +119,3 @@ class CompareResult:
     def differences_line(self) -> str:
         shown = [d.label() for d in self.differences if d.name not in HIDDEN]
         return f"optimized path here: {', '.join(shown)}" if shown else SAME_PATHS
-
-    def speedup_line(self) -> str:
-        if self.same_paths:
-            return SAME_PATHS
-        decode = f"{self.decode_speedup:.2f}x" if self.decode_speedup else "n/a"
-        e2e = f"{self.e2e_speedup:.2f}x" if self.e2e_speedup else "n/a"
-        return f"speed-up: decode {decode}, end-to-end {e2e} (one run: noisy)"
-
-    def summary(self) -> str:
-        mode = f" · {self.mode}" if self.mode else ""
-        return f"{self.speedup_line()} · parity: {self.parity.describe()}{mode}"

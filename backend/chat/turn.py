@@ -2,9 +2,10 @@
 
 A ``TurnPipeline`` is made for one user turn from a ``TurnSource`` (the messages the model sees
 and their attachments). ``run(target)`` runs it on one engine path; ``compare(baseline,
-optimized)`` runs it on both, baseline first so neither steals the other's cores (the second
-after a pause while the first one's worker still spins), and ends with a ``CompareResult``
-(speed-up, token parity, what differed between the paths).
+optimized, first)`` runs it on both, one after the other so neither steals the other's cores (the
+second after a pause while the first one's worker still spins; callers alternate which goes
+first, backend.chat.verdict), and ends with a ``CompareResult`` (speed-up, token parity, what
+differed between the paths).
 
 Before any engine work, every path is checked: the attachments against the model's towers and
 the prompt plus the reply budget against the context window, dropping the oldest turns first
@@ -92,7 +93,7 @@ class TurnOptions:
     """Gemma 4's thinking mode: the prompt asks for a thought before the answer."""
     compare_settle_s: float | None = None
     """The pause between a comparison's paths (None: until stock vLLM's worker stops spinning after
-    the baseline's request, ``backend.engine.quiet``), so the optimized path is timed alone."""
+    the first path's request, ``backend.engine.quiet``), so the second path is timed alone."""
 
 
 @dataclass(frozen=True)
@@ -244,9 +245,11 @@ class TurnPipeline:
             yield event
 
     async def compare(
-        self, baseline: PathEngine, optimized: PathEngine
+        self, baseline: PathEngine, optimized: PathEngine, first: str = "baseline"
     ) -> AsyncIterator[PathEvent | CompareResult]:
-        """Both paths' events (baseline first), then a ``CompareResult`` if both finished."""
+        """Both paths' events, the ``first`` path's first, then a ``CompareResult`` if both finished."""
+        if first not in (baseline.name, optimized.name):
+            raise ValueError(f"first must be {baseline.name!r} or {optimized.name!r}, got {first!r}")
         self.check(baseline, optimized)
         for target in (baseline, optimized):
             notes = list(self._notes)
@@ -257,9 +260,10 @@ class TurnPipeline:
                 yield PathEvent(target.name, Failed(target.name, problem, "rejected"))
                 return
         finals: dict[str, Finished] = {}
-        for target in (baseline, optimized):
-            if target is optimized and not self.stopped:
-                await settle(self.options.compare_settle_s)  # the baseline's worker still spins
+        order = (baseline, optimized) if first == baseline.name else (optimized, baseline)
+        for target in order:
+            if target is order[1] and not self.stopped:
+                await settle(self.options.compare_settle_s)  # the first path's worker may still spin
             async for event in self._path(target):
                 yield PathEvent(target.name, event)
                 if isinstance(event, ENDINGS) and not isinstance(event, Finished):

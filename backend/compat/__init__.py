@@ -13,11 +13,13 @@ Standard library only until a patched module is actually imported.
 * ``sampled_row_drafts``: the drafter's first pass computes only the rows it samples.
 * ``centroid_drafts``: Gemma 4 drafters with centroid-masked embeddings draft on a CPU.
 * ``uni_worker``: the optimized CPU engine's worker computes inside the engine-core process.
+* ``aot_cache_load``: vLLM's AOT compile cache loads on the CPU build (no compile at a warm start).
 """
 
 from __future__ import annotations
 
 from backend.compat import (
+    aot_cache_load,
     centroid_drafts,
     cpu_linear,
     gemma4_audio,
@@ -38,3 +40,4 @@ def install_import_hooks() -> None:
     sampled_row_drafts.install_import_hook()
     centroid_drafts.install_import_hook()
     uni_worker.install_import_hook()
+    aot_cache_load.install_import_hook()

@@ -2,8 +2,10 @@
 
 ``EnginePool(factory)`` takes a factory ``profile name -> Engine`` (the vLLM one in the app,
 a fake in UI tests). ``ensure(name)`` starts that path's engine once — concurrent callers
-wait for the same start — and reports each change of state to the listeners, which is how
-the UI shows "starting (12 s)", "ready" or the failure in one sentence.
+wait for the same start — and warms it up (backend.engine.warmup) before handing it out, so the
+first turn a person sees timed runs on a warm engine. It reports each change of state to the
+listeners, which is how the UI shows "starting 12s of ~35s" (the last start's duration,
+backend.engine.start_history), "ready" or the failure in one sentence.
 
 ``swapping`` (a callable asked once, off the event loop: the memory plan may need the model
 resolved) puts the pool in swap mode, where one engine at a time is on the device
@@ -19,7 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from backend.engine.protocol import Engine, EngineInfo, PathEngine
+from backend.engine.start_history import StartHistory
 from backend.engine.swap import ResidentEngine, Swapper
+from backend.engine.warmup import warm_up
 from backend.errors import GemmaChatError
 
 EngineFactory = Callable[[str], Engine]
@@ -33,18 +37,33 @@ class EngineState:
     detail: str = ""
     started_at: float | None = None
     info: EngineInfo | None = None
+    expected_s: float | None = None
+    """How long this engine's last start took (backend.engine.start_history), while it starts."""
 
     @property
     def ready(self) -> bool:
         return self.stage == "ready"
+
+    def elapsed_label(self, now: float) -> str:
+        """``starting 12s``, and ``of ~35s`` where the last start's duration is known."""
+        elapsed = f"starting {now - (self.started_at or now):.0f}s"
+        return f"{elapsed} of ~{self.expected_s:.0f}s" if self.expected_s else elapsed
 
 
 Listener = Callable[[EngineState], None]
 
 
 class EnginePool:
-    def __init__(self, factory: EngineFactory, swapping: Callable[[], bool] | None = None) -> None:
+    def __init__(
+        self,
+        factory: EngineFactory,
+        swapping: Callable[[], bool] | None = None,
+        model: str = "",
+        history: StartHistory | None = None,
+    ) -> None:
         self.factory = factory
+        self.model = model
+        self.history = history or StartHistory()
         self._engines: dict[str, Engine] = {}
         self._starts: dict[str, asyncio.Task[EngineInfo]] = {}
         self.states: dict[str, EngineState] = {}
@@ -108,21 +127,27 @@ class EnginePool:
 
     async def _start(self, profile: str, engine: Engine) -> EngineInfo:
         began = time.monotonic()
-        self._set(EngineState(profile, "starting", "starting the engine", began))
+        key = f"{self.model}:{profile}"
+        expected = self.history.expected_s(key)
+        self._set(EngineState(profile, "starting", "starting the engine", began, expected_s=expected))
 
         def progress(stage: str) -> None:
             if stage != "ready":
-                self._set(EngineState(profile, "starting", stage, began))
+                self._set(EngineState(profile, "starting", stage, began, expected_s=expected))
 
         try:
             info = await engine.start(progress)
+            progress("warming up")
+            await warm_up(engine)  # the first timed turn runs on a warm engine
         except GemmaChatError as error:
             self._set(EngineState(profile, "failed", str(error), began))
             raise
         except Exception as error:  # an unexpected failure still becomes one sentence
             self._set(EngineState(profile, "failed", f"The engine failed to start: {error}", began))
             raise GemmaChatError(f"The engine failed to start: {error}") from error
-        self._set(EngineState(profile, "ready", f"ready in {time.monotonic() - began:.0f} s", began, info))
+        took = time.monotonic() - began
+        self.history.record(key, took)
+        self._set(EngineState(profile, "ready", f"ready in {took:.0f} s", began, info))
         return info
 
     async def discard(self, profile: str, message: str) -> None:

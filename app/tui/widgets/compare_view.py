@@ -1,4 +1,5 @@
-"""Compare mode: the baseline and the optimized reply side by side, then the verdict."""
+"""Compare mode: the baseline and the optimized reply side by side, then the verdict
+(backend.chat.verdict: the chat's compares' median and range, and this run's figures)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
 from app.tui.widgets.message_view import MessageView
-from backend.chat.compare import CompareResult
+from backend.chat.verdict import Verdict
 
 
 class CompareView(Vertical):
@@ -24,9 +25,16 @@ class CompareView(Vertical):
             yield self.panes["optimized"]
         yield Static("running the baseline, then the optimized path…", classes="verdict", markup=False)
 
-    def show_result(self, result: CompareResult) -> None:
-        """The verdict, and what the optimized path ran with that the baseline did not."""
-        lines = [result.summary()] if result.same_paths else [result.summary(), result.differences_line()]
+    def show_order(self, first: str) -> None:
+        """Which path this compare runs first (they alternate from one compare to the next)."""
+        second = "optimized" if first == "baseline" else "baseline"
+        self.query_one(".verdict", Static).update(f"running the {first}, then the {second} path…")
+
+    def show_result(self, verdict: Verdict) -> None:
+        """The verdict (this chat's compares, then this run), and what the optimized path ran with
+        that the baseline did not."""
+        result = verdict.result
+        lines = [verdict.summary()] if result.same_paths else [verdict.summary(), result.differences_line()]
         self.query_one(".verdict", Static).update("\n".join(lines))
 
     def show_failure(self, message: str) -> None:
