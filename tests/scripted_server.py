@@ -4,7 +4,9 @@ It answers what ``RemoteEngine`` asks of a vLLM server (``/health``, ``/v1/model
 ``/tokenize``, streamed ``/v1/completions``) with scripted replies: the n-th completion request
 gets the n-th text of ``script``, streamed a few characters a chunk with token ids from the local
 tokenizer, then a finish reason and ``[DONE]``. Every prompt it received is kept in ``prompts``, so
-a test can read what the client's chat template rendered. It stops by itself with ``close()``.
+a test can read what the client's chat template rendered. The engine's warm-up request (its
+fixed prompt, ``backend.engine.warmup``) gets a short reply of its own and is not counted. It
+stops with ``close()``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,10 @@ class ScriptedServer:
         self._server.server_close()
 
     def _next_reply(self, prompt: str) -> str:
+        from backend.engine.warmup import WARM_UP_PROMPT
+
+        if WARM_UP_PROMPT in prompt:
+            return "Warm."
         self.prompts.append(prompt)
         index = len(self.prompts) - 1
         return self.script[index] if index < len(self.script) else "(the script has no more replies)"
