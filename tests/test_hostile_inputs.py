@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from tests.hostile_case import Case
+from tests.hostile_lifetime_cases import lifetime_cases
 from tests.hostile_media_cases import media_cases
 from tests.hostile_store_cases import store_cases
 from tests.hostile_text_cases import CALL, END, Q, calculator_cases, config_cases, file_cases, parser_cases
@@ -39,6 +40,7 @@ def _all_cases(d: Path) -> list[Case]:
         *file_cases(d / "files"),
         *config_cases(d / "config"),
         *store_cases(d / "store"),
+        *lifetime_cases(d / "lifetime"),
     ]
 
 
@@ -46,7 +48,7 @@ def _all_cases(d: Path) -> list[Case]:
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Case, dict[str, Any]]]:
     """Every case run once in the worker: ``id -> (case, result)``."""
     d = tmp_path_factory.mktemp("hostile")
-    for folder in ("media", "files", "config", "store"):
+    for folder in ("media", "files", "config", "store", "lifetime"):
         (d / folder).mkdir()
     cases = _all_cases(d)
     worker = subprocess.Popen(

@@ -13,6 +13,7 @@ Standard library only until a patched module is actually imported.
 * ``sampled_row_drafts``: the drafter's first pass computes only the rows it samples.
 * ``centroid_drafts``: Gemma 4 drafters with centroid-masked embeddings draft on a CPU.
 * ``uni_worker``: the optimized CPU engine's worker computes inside the engine-core process.
+* ``process_lifetime``: a process gemma-chat started ends when its parent is gone (even SIGKILLed).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from backend.compat import (
     gemma4_audio,
     one_call_step,
     prefill_drafts,
+    process_lifetime,
     sampled_row_drafts,
     torchvision_ops,
     uni_worker,
@@ -38,3 +40,4 @@ def install_import_hooks() -> None:
     sampled_row_drafts.install_import_hook()
     centroid_drafts.install_import_hook()
     uni_worker.install_import_hook()
+    process_lifetime.install_import_hook()
