@@ -148,3 +148,28 @@ async def test_enter_while_the_app_quits_keeps_the_message(tmp_path: Path) -> No
             await pilot.pause(0.05)
         assert prompt.text == "typed while quitting", "the message was taken out of the input"
     assert not failures, failures
+
+
+async def test_a_chat_two_windows_wrote_reopens_with_both_branches_reachable(tmp_path: Path) -> None:
+    from backend.chat.conversation import Conversation
+
+    one = Conversation(ChatStore(tmp_path / "history.db"))
+    one.add_user("hello")
+    one.add_reply("hi", "optimized", None)
+    two = Conversation(ChatStore(tmp_path / "history.db"), one.chat_id)
+    one.add_user("from window one")
+    one.add_reply("answer one", "optimized", None)
+    two.add_user("from window two")
+    two.add_reply("answer two", "optimized", None)
+    app, _ = make_app(tmp_path)
+    async with app.run_test() as pilot:
+        await pilot.pause(0.3)
+        assert any("2 branches" in str(n.message) for n in app._notifications)
+        assert app.conversation.turns[-1].text == "answer two", "the last writer's branch opens"
+        commands = list(app.branch_commands())
+        assert [c.title.split(":")[0] for c in commands] == ["Branch 1 of 2", "Branch 2 of 2 (shown)"]
+        assert "from window one" in commands[0].title
+        commands[0].callback()
+        await pilot.pause(0.3)
+        assert [t.text for t in app.conversation.turns][-2:] == ["from window one", "answer one"]
+        assert len(app.query("MessageView")) == 4

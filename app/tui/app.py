@@ -327,6 +327,7 @@ class GemmaChatApp(QuitActions, BranchActions, ChatActions, AttachActions, ToolA
             ("Shift+Enter / Ctrl+J", "new line"),
             ("PageUp / PageDown", "scroll the chat (back at its end, it follows the reply again)"),
             ("Ctrl+P", "command palette"),
+            ("Ctrl+P → Branch", "show another branch of this chat (an edit's, another window's)"),
         ]
         self.push_screen(HelpScreen(rows))
 
