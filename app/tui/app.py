@@ -271,12 +271,6 @@ class GemmaChatApp(QuitActions, BranchActions, ChatActions, AttachActions, ToolA
             self.screen.dismiss("deny")
         await self.turn.stop()
 
-    async def action_stop_or_quit(self) -> None:
-        if self.turn is not None:
-            await self.action_stop()
-        else:
-            await self.shut_down("Ctrl+C")
-
     def action_toggle_path(self) -> None:
         self.path = PATHS[(PATHS.index(self.path) + 1) % len(PATHS)] if self.path in PATHS else PATHS[0]
         self.status.path = self.path
@@ -367,6 +361,3 @@ class GemmaChatApp(QuitActions, BranchActions, ChatActions, AttachActions, ToolA
     async def on_unmount(self) -> None:
         """However the app ends (quit, a fatal error, a test's exit): no MCP server outlives it."""
         await self._close_mcp()
-
-    async def action_quit(self) -> None:
-        await self.shut_down("Ctrl+Q")  # a reply in progress is saved first (quit_actions)

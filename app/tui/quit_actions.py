@@ -42,6 +42,7 @@ class QuitHost(Protocol):
     async def _stop_turn_for_quit(self) -> TurnPipeline | None: ...
     def _save_partial(self, turn: TurnPipeline, reason: str) -> None: ...
     async def shut_down(self, reason: str) -> None: ...
+    async def action_stop(self) -> None: ...
 
 
 class QuitActions:
@@ -49,6 +50,16 @@ class QuitActions:
 
     _shutting_down = False
     _quit_task: asyncio.Future[None] | None = None
+
+    async def action_quit(self: QuitHost) -> None:
+        await self.shut_down("Ctrl+Q")
+
+    async def action_stop_or_quit(self: QuitHost) -> None:
+        """Ctrl+C: stop the reply in progress, or quit when there is none."""
+        if self.turn is not None:
+            await self.action_stop()
+        else:
+            await self.shut_down("Ctrl+C")
 
     def catch_signals(self: QuitHost) -> None:
         """SIGTERM, SIGHUP and SIGINT quit the app as Ctrl+Q does (the terminal is restored)."""
