@@ -282,7 +282,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     from backend.errors import GemmaChatError
+    from backend.lifetime.owner import Interrupted, own
 
+    own()  # what this process starts ends with it; SIGTERM / SIGHUP unwind like Ctrl+C
     try:
         if args.command is None:
             from app.commands.chat import run_chat
@@ -324,6 +326,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as error:  # settings and flag validation
         print(f"gemma-chat: {error}", file=sys.stderr)
         return EXIT_USAGE
+    except Interrupted as stop:
+        print(f"gemma-chat: stopped by {stop}", file=sys.stderr)
+        return 128 + stop.signum
     except KeyboardInterrupt:
         return 130
     except Exception as error:  # a bug: one readable line (the traceback goes to the log), never silence

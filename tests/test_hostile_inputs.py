@@ -25,6 +25,7 @@ import pytest
 
 from tests.hostile_case import Case
 from tests.hostile_config_cases import config_file_cases, environment_cases, keymap_cases
+from tests.hostile_lifetime_cases import lifetime_cases
 from tests.hostile_mcp_cases import mcp_cases
 from tests.hostile_media_cases import media_cases
 from tests.hostile_remote_cases import remote_cases
@@ -35,7 +36,18 @@ MEMORY_BOUND_MB = 512.0
 """No case may take more than this above the worker's baseline (the worst one is printed)."""
 TIME_BOUND_S = 60.0
 ROOT = Path(__file__).resolve().parent.parent
-FOLDERS = ("media", "files", "config", "store", "remote", "config-files", "environment", "mcp", "keymap")
+FOLDERS = (
+    "media",
+    "files",
+    "config",
+    "store",
+    "remote",
+    "config-files",
+    "environment",
+    "mcp",
+    "keymap",
+    "lifetime",
+)
 
 
 def _all_cases(d: Path) -> list[Case]:
@@ -51,6 +63,7 @@ def _all_cases(d: Path) -> list[Case]:
         *environment_cases(d / "environment"),
         *mcp_cases(d / "mcp"),
         *keymap_cases(d / "keymap"),
+        *lifetime_cases(d / "lifetime"),
     ]
 
 

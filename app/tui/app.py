@@ -6,7 +6,6 @@ The app receives an engine factory (``profile name -> Engine``): the vLLM one wh
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Iterable
@@ -21,8 +20,10 @@ from textual.widgets import Footer
 
 from app.tui import turns
 from app.tui.attach_actions import AttachActions
+from app.tui.branch_actions import BranchActions
 from app.tui.chat_actions import ChatActions
 from app.tui.failures import ReportingApp
+from app.tui.quit_actions import QuitActions
 from app.tui.screens.approval import ApprovalScreen
 from app.tui.screens.help import HelpScreen
 from app.tui.screens.text_prompt import TextPromptScreen
@@ -46,7 +47,7 @@ from backend.settings import Settings
 PATHS = ("optimized", "baseline")
 
 
-class GemmaChatApp(ChatActions, AttachActions, ToolActions, ReportingApp):
+class GemmaChatApp(QuitActions, BranchActions, ChatActions, AttachActions, ToolActions, ReportingApp):
     CSS_PATH = Path(__file__).with_name("app.tcss")
     TITLE = "gemma-chat"
     BINDINGS = [
@@ -65,7 +66,7 @@ class GemmaChatApp(ChatActions, AttachActions, ToolActions, ReportingApp):
         Binding("f8", "copy_code", "Copy code", show=False, id="copy_code"),
         Binding("ctrl+o", "attach", "Attach", id="attach"),
         Binding("f1", "help", "Help", id="help"),
-        Binding("ctrl+q", "quit", "Quit", id="quit"),
+        Binding("ctrl+q", "quit", "Quit", priority=True, id="quit"),  # also over a dialog
     ]
 
     def __init__(
@@ -123,6 +124,7 @@ class GemmaChatApp(ChatActions, AttachActions, ToolActions, ReportingApp):
         self.status.model, self.status.path = self.model_name, self.path
         self.status.think = self.thinking
         self.pool.listen(self._engine_changed)
+        self.catch_signals()  # SIGTERM / SIGHUP / SIGINT quit as Ctrl+Q does, keeping the reply
         self.query_one(PromptInput).focus()
         self.start_engine(self.path)
         self._start_mcp()  # in the background, as the engine: the first paint waits for neither
@@ -190,6 +192,7 @@ class GemmaChatApp(ChatActions, AttachActions, ToolActions, ReportingApp):
         self.status.think = self.thinking
         self.messages_view.scroll_end(animate=False)
         self._report_store()
+        self.tell_branches()  # another window's turns, an edit's: a branch each, listed in Ctrl+P
 
     def _report_store(self) -> None:
         if self.conversation.last_store_error:
@@ -210,6 +213,9 @@ class GemmaChatApp(ChatActions, AttachActions, ToolActions, ReportingApp):
             return
         if self.turn is not None:
             self.notify("A reply is still streaming: press Esc to stop it first.", severity="warning")
+            return
+        if self._shutting_down or not self.messages_view.is_attached:  # quitting, or not on screen yet
+            self.notify("Not sent: the app is not ready for it; your message is kept.", severity="warning")
             return
         attachments = tuple(self.pending)
         self.turn = self._new_turn()  # busy from now on: no second send, Esc has a target
@@ -283,12 +289,6 @@ class GemmaChatApp(ChatActions, AttachActions, ToolActions, ReportingApp):
             self.screen.dismiss("deny")
         await self.turn.stop()
 
-    async def action_stop_or_quit(self) -> None:
-        if self.turn is not None:
-            await self.action_stop()
-        else:
-            self.exit()
-
     def action_toggle_path(self) -> None:
         self.path = PATHS[(PATHS.index(self.path) + 1) % len(PATHS)] if self.path in PATHS else PATHS[0]
         self.status.path = self.path
@@ -351,6 +351,7 @@ class GemmaChatApp(ChatActions, AttachActions, ToolActions, ReportingApp):
             ("Shift+Enter / Ctrl+J", "new line"),
             ("PageUp / PageDown", "scroll the chat (back at its end, it follows the reply again)"),
             ("Ctrl+P", "command palette"),
+            ("Ctrl+P → Branch", "show another branch of this chat (an edit's, another window's)"),
         ]
         self.push_screen(HelpScreen(rows))
 
@@ -388,11 +389,8 @@ class GemmaChatApp(ChatActions, AttachActions, ToolActions, ReportingApp):
         )
         yield SystemCommand("Tools", "List the tools the model may call", self.action_list_tools)
         yield from self.mcp_commands()
+        yield from self.branch_commands()
 
     async def on_unmount(self) -> None:
         """However the app ends (quit, a fatal error, a test's exit): no MCP server outlives it."""
         await self._close_mcp()
-
-    async def action_quit(self) -> None:
-        await asyncio.gather(self.pool.shutdown(), self._close_mcp())
-        self.exit()

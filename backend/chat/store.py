@@ -49,6 +49,7 @@ CREATE TABLE IF NOT EXISTS messages (
     created REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS messages_chat ON messages(chat_id);
+CREATE INDEX IF NOT EXISTS messages_parent ON messages(parent_id);
 """
 
 
@@ -97,6 +98,21 @@ def _is_corrupt(path: Path) -> bool:
         db.close()
 
 
+def _check_side_files(path: Path) -> None:
+    """SQLite's own files beside the database (``-wal``, ``-shm``, ``-journal``) must be regular
+    files: a directory or a FIFO there makes every open fail as if the database were damaged, and a
+    healthy database would be moved aside for it."""
+    for suffix in ("-wal", "-shm", "-journal"):
+        side = Path(f"{path}{suffix}")
+        if side.exists() and not side.is_file():
+            kind = "a directory" if side.is_dir() else "not a regular file"
+            raise StoreError(
+                f"The history database's {suffix.lstrip('-')} file {side} is {kind}, so SQLite cannot "
+                "open the history (the database itself was left as it is).",
+                f"Chats are kept in memory this session; remove or rename {side} and start again.",
+            )
+
+
 class ChatStore:
     """One SQLite file; every method is a short transaction."""
 
@@ -110,6 +126,7 @@ class ChatStore:
                 f"Cannot create the data directory {path.parent}: {error.strerror or error}.",
                 "Chats are kept in memory this session; fix the directory or pass --data-dir.",
             ) from None
+        _check_side_files(path)
         try:
             self._db = self._open(path)
         except sqlite3.DatabaseError as error:
@@ -274,6 +291,17 @@ class ChatStore:
             path.append(by_id[leaf])
             leaf = by_id[leaf].parent_id
         return path[::-1]
+
+    def leaves(self, chat_id: int) -> list[StoredMessage]:
+        """The chat's messages nothing follows: one per branch (an edit's, a regenerated reply's,
+        or another window's writing to the same chat), oldest first."""
+        rows = self._read(
+            "SELECT id, chat_id, parent_id, role, text, path, metrics, attachments, extra FROM messages m"
+            " WHERE chat_id = ? AND NOT EXISTS (SELECT 1 FROM messages c WHERE c.parent_id = m.id)"
+            " ORDER BY id",
+            (chat_id,),
+        )
+        return [_message(row) for row in rows]
 
     def siblings(self, message_id: int) -> list[StoredMessage]:
         """Other versions of a message (same parent, same role): the branches an edit made."""

@@ -14,6 +14,7 @@ Standard library only until a patched module is actually imported.
 * ``centroid_drafts``: Gemma 4 drafters with centroid-masked embeddings draft on a CPU.
 * ``uni_worker``: the optimized CPU engine's worker computes inside the engine-core process.
 * ``aot_cache_load``: vLLM's AOT compile cache loads on the CPU build (no compile at a warm start).
+* ``process_lifetime``: a process gemma-chat started ends when its parent is gone (even SIGKILLed).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from backend.compat import (
     gemma4_audio,
     one_call_step,
     prefill_drafts,
+    process_lifetime,
     sampled_row_drafts,
     torchvision_ops,
     uni_worker,
@@ -41,3 +43,4 @@ def install_import_hooks() -> None:
     centroid_drafts.install_import_hook()
     uni_worker.install_import_hook()
     aot_cache_load.install_import_hook()
+    process_lifetime.install_import_hook()

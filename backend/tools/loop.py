@@ -190,8 +190,8 @@ class ToolTurn:
     async def _run_one(self, call: ToolCall, step: int) -> ToolRecord:
         import asyncio
 
-        try:
-            return await self.runner.run(call, step, self.cache)
+        try:  # bounded at once: the timeline, the history and the model all get the same cut copy
+            return (await self.runner.run(call, step, self.cache)).bounded(self.max_result_chars)
         except asyncio.CancelledError:
             self.cancelled = True
             return ToolRecord(step, call.name, call.arguments, "cancelled", message="stopped by the user")

@@ -54,18 +54,31 @@ class ToolRecord:
     """True when the result came from the comparison's other path (the tool ran once)."""
     images: tuple[str, ...] = ()
     """Image files the result carried (an MCP server's image content), in order."""
+    full_chars: int = 0
+    """Set by ``bounded``: the result was cut to its first ``max_chars`` characters of JSON text
+    from this many (what the model read, the timeline shows and the history keeps is the cut one)."""
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
 
+    def bounded(self, max_chars: int) -> ToolRecord:
+        """This record with its result cut to what the model may read (``max_result_chars``), so
+        the copy the history keeps is the model's copy: a 50 MB result is never stored whole."""
+        if not self.ok or self.full_chars:
+            return self
+        text = json.dumps(self.result, ensure_ascii=False)
+        if len(text) <= max_chars:
+            return self
+        return replace(self, result=text[:max_chars], full_chars=len(text))
+
     def response(self, max_chars: int = 4000) -> dict[str, Any]:
         """What the model reads back (the chat template renders it as a tool response)."""
         if not self.ok:
             return {"error": self.message}
-        text = json.dumps(self.result, ensure_ascii=False)
-        if len(text) > max_chars:
-            return {"result": text[:max_chars], "truncated": True}
+        record = self.bounded(max_chars)
+        if record.full_chars:
+            return {"result": record.result, "truncated": True}
         return {"result": self.result}
 
     def to_json(self) -> dict[str, Any]:
@@ -79,6 +92,7 @@ class ToolRecord:
             "duration_s": round(self.duration_s, 4),
             "reused": self.reused,
             "images": list(self.images),
+            **({"full_chars": self.full_chars} if self.full_chars else {}),
         }
 
     @classmethod
@@ -93,6 +107,7 @@ class ToolRecord:
             duration_s=float(data.get("duration_s", 0.0)),
             reused=bool(data.get("reused", False)),
             images=tuple(str(p) for p in data.get("images") or ()),
+            full_chars=int(data.get("full_chars", 0) or 0),
         )
 
 

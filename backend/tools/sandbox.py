@@ -8,6 +8,10 @@ links that point out are refused — and the final descriptor is ``fstat``'ed: o
 (or a directory, for listings) is read, so a FIFO or a device never blocks or floods a tool.
 ``..``, absolute paths elsewhere, NUL bytes and symlinks pointing out are refused with a
 sentence the model (and the user, in the timeline) can read.
+
+A hard link has no target to check: a name inside an allowed directory can be the same inode as
+a file anywhere on the file system (``ln /etc/shadow allowed/x``). A regular file with more than
+one link is therefore refused — its other names may lie outside — with a sentence saying so.
 """
 
 from __future__ import annotations
@@ -123,6 +127,12 @@ def _check_kind(fd: int, shown: str, directory: bool | None) -> None:
         if directory is False and not stat.S_ISREG(mode):
             what = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
             raise FileNotFoundError(f"{shown} is not a file ({what})")
+        links = os.fstat(fd).st_nlink
+        if stat.S_ISREG(mode) and links > 1:
+            raise SandboxError(
+                f"{shown} has {links} hard links, so it may be a file outside the allowed directories; "
+                "the file tools read only files with one link (the user can copy it instead)"
+            )
     except OSError:
         os.close(fd)
         raise

@@ -30,6 +30,8 @@ def call_signature(name: str, arguments: dict[str, Any], width: int = 80) -> str
 def result_preview(record: ToolRecord, width: int = 80) -> str:
     text = json.dumps(record.result, ensure_ascii=False) if record.ok else record.message
     text = " ".join(text.split())
+    if record.full_chars:  # the cut is said first, so a narrow line still shows it
+        text = f"[the model read {len(str(record.result)):,} of {record.full_chars:,} characters] {text}"
     return text if len(text) <= width else text[: width - 1] + "…"
 
 

@@ -85,6 +85,8 @@ class ToolBlock(Collapsible):
         if record.images:
             count = len(record.images)
             self.title += f" · {count} image{'s' if count != 1 else ''}"
+        if record.full_chars:  # what the model read (and the history keeps) is the cut copy
+            self.title += f" · model read {len(str(record.result)):,} of {record.full_chars:,} chars"
         self._show_images()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:

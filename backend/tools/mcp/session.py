@@ -1,13 +1,21 @@
 """Opening one MCP client session over the server's transport (the SDK's stdio or streamable HTTP
 client) on an exit stack that closes it (and stops a stdio server's processes). The caller
-initializes it, under its own timeout: anyio's cancel scopes must nest inside the contexts."""
+initializes it, under its own timeout: anyio's cancel scopes must nest inside the contexts.
+
+A stdio server runs under ``backend.lifetime.mcp_guard``, which ends the server's whole process
+tree — children that detach included — when the server, the app or the connection ends."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import os
+import shutil
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from backend.lifetime.mcp_guard import command as guard_command
 from backend.settings import McpServerSettings
 from backend.tools.mcp.config import McpConfigError
 
@@ -29,8 +37,9 @@ async def open_session(
     if command is not None:
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
+        guarded = guard_command([_executable(command, settings.cwd, settings.env), *settings.args])
         params = StdioServerParameters(
-            command=command, args=settings.args, env=settings.env or None, cwd=settings.cwd
+            command=guarded[0], args=guarded[1:], env=settings.env or None, cwd=settings.cwd
         )
         read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
     elif url is not None:
@@ -42,3 +51,16 @@ async def open_session(
     else:  # the settings' validator already refuses this
         raise McpConfigError("An MCP server needs a command (stdio) or a url (streamable HTTP).")
     return await stack.enter_async_context(ClientSession(read, write, message_handler=handle))
+
+
+def _executable(command: str, cwd: str | None, env: dict[str, str] | None) -> str:
+    """``command`` as the server's path (a missing one fails here, as it would without the guard)."""
+    if os.sep in command:
+        path = Path(cwd or ".") / Path(command).expanduser()
+        if not path.is_file():
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), command)
+        return command
+    found = shutil.which(command, path=(env or {}).get("PATH"))
+    if found is None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), command)
+    return found
