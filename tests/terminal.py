@@ -24,6 +24,7 @@ KEYS = {
     "f3": "\x1bOR",
     "ctrl+n": "\x0e",
     "ctrl+q": "\x11",
+    "pageup": "\x1b[5~",
 }
 
 

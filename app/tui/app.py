@@ -191,6 +191,7 @@ class GemmaChatApp(QuitActions, BranchActions, ChatActions, AttachActions, ToolA
         self.sub_title = self.conversation.title
         self.status.think = self.thinking
         self.messages_view.scroll_end(animate=False)
+        self.messages_view.anchor()  # long replies lay out after this: stay at the end as they do
         self._report_store()
         self.tell_branches()  # another window's turns, an edit's: a branch each, listed in Ctrl+P
 
