@@ -103,14 +103,14 @@ class EnginePool:
 
         In swap mode: an engine that has started before is handed out as it is (it swaps itself in
         for its next request); one that never started is swapped in now."""
-        if await self.swaps():
-            assert self.swapper is not None
+        swapper = self.swapper if await self.swaps() else None
+        if swapper is not None:
             engine = self._engines.setdefault(profile, self.factory(profile))
-            info = self.swapper.infos.get(profile)
+            info = swapper.infos.get(profile)
             if info is None:
-                async with self.swapper.lock:
-                    info = await self.swapper.make_resident(profile)
-            return PathEngine(profile, ResidentEngine(self.swapper, profile, engine), info)
+                async with swapper.lock:
+                    info = await swapper.make_resident(profile)
+            return PathEngine(profile, ResidentEngine(swapper, profile, engine), info)
         return await self._started_path(profile)
 
     async def _started(self, profile: str) -> EngineInfo:
