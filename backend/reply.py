@@ -13,8 +13,9 @@ unfinished marker, label or call is held until it is known).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from backend.engine.metrics import TurnMetrics
 from backend.engine.protocol import Cancelled, Delta, Failed, Finished, MetricsUpdate, Started, TurnEvent
 from backend.tools.gemma_format import CALL_OPEN, parse_output
 from backend.tools.spec import ToolCall
@@ -125,7 +126,8 @@ class ReplyStream:
 
     def __init__(self, prompted: Prompted = Prompted()) -> None:
         self._raw = ""
-        self._prompted = prompted
+        self.prompted = prompted
+        """What the current step's prompt says (``next_step`` sets it)."""
         self._answer = self._thought = ""
         self._answer_before = self._thought_before = False
         self.thought_tokens = 0
@@ -135,7 +137,7 @@ class ReplyStream:
         self._raw += delta
         if self._in_thought(delta):
             self.thought_tokens += tokens
-        reply = read_reply(_complete_markers(self._raw), self._prompted)
+        reply = read_reply(_complete_markers(self._raw), self.prompted)
         return self._show(_held(reply.answer), reply.thought)
 
     def flush(self, answer: str, thought: str) -> Piece:
@@ -162,7 +164,7 @@ class ReplyStream:
         """Whether the text just fed belongs to a thought: open at its end, or closed by it."""
         opened = self._raw.rfind(CHANNEL_OPEN)
         closed = max(self._raw.rfind(CHANNEL_CLOSE), self._raw.rfind(CALL_OPEN))
-        inside = opened > closed or (self._prompted.thought_open and closed == -1)
+        inside = opened > closed or (self.prompted.thought_open and closed == -1)
         closing = self._raw.find(CHANNEL_CLOSE, max(0, len(self._raw) - len(delta) - len(CHANNEL_CLOSE) + 1))
         return inside or closing != -1
 
@@ -171,7 +173,7 @@ class ReplyStream:
         self._answer_before = self._answer_before or bool(self._answer)
         self._thought_before = self._thought_before or bool(self._thought)
         self._raw, self._answer, self._thought = "", "", ""
-        self._prompted = prompted
+        self.prompted = prompted
 
 
 @dataclass(frozen=True)
@@ -185,9 +187,9 @@ class ReplyDelta:
     token_ids: tuple[int, ...]
 
 
-def read_step(stream: ReplyStream, event: TurnEvent) -> ReplyDelta | Started | MetricsUpdate | Failed | None:
-    """A step's raw engine event as the reader sees it (None: a delta that shows nothing yet).
-    ``Finished``/``Cancelled`` are not handled here: ``finish_step`` reads the whole reply."""
+def read_step(stream: ReplyStream, event: TurnEvent) -> ReplyDelta | Started | MetricsUpdate | Failed:
+    """A step's raw engine event as the reader sees it. ``Finished``/``Cancelled`` are not handled
+    here: ``finish_step`` reads the whole reply."""
     if isinstance(event, Delta):
         piece = stream.feed(event.text, len(event.token_ids))
         return ReplyDelta(event.request_id, piece.answer, piece.thought, event.token_ids)
@@ -196,8 +198,26 @@ def read_step(stream: ReplyStream, event: TurnEvent) -> ReplyDelta | Started | M
     return event
 
 
-def finish_step(end: Finished | Cancelled, prompted: Prompted) -> Reply:
+@dataclass(frozen=True)
+class StepEnd:
+    """A model step that ended, read whole."""
+
+    reply: Reply
+    rest: ReplyDelta | None
+    """What the stream held back (a possible marker or label) and is shown now, if anything."""
+    metrics: TurnMetrics
+    """The step's figures, its thought tokens counted."""
+
+
+def finish_step(stream: ReplyStream, end: Finished | Cancelled) -> StepEnd:
     """The whole reply of a step that ended (a call the model closed with its stop token counts
-    only when it ended on its own)."""
+    only when it ended on its own); the stream's thought count starts again for the next step."""
     complete = isinstance(end, Finished) and end.finish_reason not in ("length", "abort")
-    return read_reply(end.text, prompted, complete=complete)
+    reply = read_reply(end.text, stream.prompted, complete=complete)
+    piece = stream.flush(reply.answer, reply.thought)
+    rest = (
+        ReplyDelta(end.request_id, piece.answer, piece.thought, ()) if piece.answer or piece.thought else None
+    )
+    metrics = replace(end.metrics, thought_tokens=stream.thought_tokens)
+    stream.thought_tokens = 0
+    return StepEnd(reply, rest, metrics)

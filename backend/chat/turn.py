@@ -335,20 +335,15 @@ class TurnPipeline:
 
 async def _one_step(events: AsyncIterator[TurnEvent], prompt: str) -> AsyncIterator[TurnEvent | ReplyDelta]:
     """A turn without tools: the engine's events as the reader sees them (answer and thought apart)."""
-    prompted = Prompted.by(prompt)
-    stream = ReplyStream(prompted)
+    stream = ReplyStream(Prompted.by(prompt))
     async for event in events:
         if isinstance(event, Finished | Cancelled):
-            reply = finish_step(event, prompted)
-            rest = stream.flush(reply.answer, reply.thought)
-            if rest.answer or rest.thought:
-                yield ReplyDelta(event.request_id, rest.answer, rest.thought, ())
-            metrics = replace(event.metrics, thought_tokens=stream.thought_tokens)
-            yield replace(event, text=reply.answer, thought=reply.thought, metrics=metrics)
-            continue
-        read = read_step(stream, event)
-        if read is not None:
-            yield read
+            ended = finish_step(stream, event)
+            if ended.rest is not None:
+                yield ended.rest
+            yield replace(event, text=ended.reply.answer, thought=ended.reply.thought, metrics=ended.metrics)
+        else:
+            yield read_step(stream, event)
 
 
 async def _stopped(request_id: str) -> AsyncIterator[TurnEvent]:

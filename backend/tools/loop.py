@@ -11,7 +11,7 @@ the timeline and ``transcript`` the messages to keep in the history (calls and r
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, MutableMapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from backend.engine.metrics import TurnMetrics, combine_metrics
@@ -95,8 +95,7 @@ class ToolTurn:
                 return
             self.request_id = request.request_id
             first_id = first_id or request.request_id
-            prompted = Prompted.by(request.prompt)
-            stream.next_step(prompted)
+            stream.next_step(Prompted.by(request.prompt))
             final: Finished | Cancelled | Failed | None = None
             async for event in self.engine.stream(request):
                 if isinstance(event, Finished | Cancelled):
@@ -105,18 +104,17 @@ class ToolTurn:
                 read = read_step(stream, event)
                 if isinstance(read, Failed):
                     final = read
-                elif read is not None:
+                else:
                     yield read
             if isinstance(final, Failed) or final is None:
                 yield final or Failed(first_id, "The engine ended the turn without a result.")
                 return
             token_ids.extend(final.token_ids)
-            step_metrics.append(replace(final.metrics, thought_tokens=stream.thought_tokens))
-            stream.thought_tokens = 0
-            reply = finish_step(final, prompted)
-            rest = stream.flush(reply.answer, reply.thought)
-            if rest.answer or rest.thought:
-                yield ReplyDelta(final.request_id, rest.answer, rest.thought, ())
+            ended = finish_step(stream, final)
+            reply = ended.reply
+            step_metrics.append(ended.metrics)
+            if ended.rest is not None:
+                yield ended.rest
             self.final_text, self.final_thought = reply.answer, reply.thought
             shown += [reply.answer] if reply.answer else []
             thoughts += [reply.thought] if reply.thought else []
