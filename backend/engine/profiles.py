@@ -21,6 +21,7 @@ from backend.engine.argument import Argument
 from backend.engine.cpu_env import optimized_cpu_env, speculating_cpu_env
 from backend.engine.gpu import GpuRefused
 from backend.engine.gpu_args import gpu_arguments, gpu_env
+from backend.engine.kv_size import cpu_kv_cache
 from backend.engine.memory_plan import MemoryPlan
 from backend.engine.model_source import ModelSource
 from backend.engine.platform import default_max_model_len, on_gpu
@@ -219,8 +220,8 @@ def engine_config(
         )
         env.update(gpu_env(settings))
     else:
-        env["VLLM_CPU_KVCACHE_SPACE"] = Argument(
-            settings.kv_cache_gib, "GiB of host memory for this engine's KV cache (settings)"
+        args["kv_cache_memory_bytes"] = cpu_kv_cache(
+            settings.kv_cache_gib, source.path, int(args["max_model_len"].value), settings.dtype
         )
     if profile.enforce_eager:
         args["enforce_eager"] = Argument(True, "no torch.compile (diagnosis profile)")

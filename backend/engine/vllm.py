@@ -9,7 +9,9 @@ core turns into one ``Failed`` event with a sentence saying what happened.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
+import os
 import threading
 from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
@@ -17,10 +19,13 @@ from typing import Any, TypeVar
 
 import psutil
 
+from backend.compat import early_core
 from backend.engine import env as vllm_env
+from backend.engine import start_env
 from backend.engine.log import diagnose, tail
 from backend.engine.metrics import MetricsTracker
 from backend.engine.model_source import ModelSource
+from backend.engine.platform import cpu_build
 from backend.engine.profiles import EngineConfig
 from backend.engine.protocol import (
     Cancelled,
@@ -34,6 +39,7 @@ from backend.engine.protocol import (
     Started,
     TurnEvent,
 )
+from backend.engine.start_env import StartEnv
 from backend.engine.stats import EngineStats, stat_logger_factory
 from backend.errors import EngineDied, EngineStartFailed, GemmaChatError
 from backend.messages import ChatMessage, PromptRenderer, RenderedPrompt
@@ -41,6 +47,7 @@ from backend.messages import ChatMessage, PromptRenderer, RenderedPrompt
 _START_LOCK = threading.Lock()
 DEAD_MESSAGE = "The engine process stopped unexpectedly; restart the engine to continue."
 _DEATH_POLL_S = 0.5
+EARLY_CORE_VARIABLE = "GEMMA_CHAT_EARLY_CORE"
 T = TypeVar("T")
 
 
@@ -80,6 +87,12 @@ class VllmEngine:
         self._building: set[int] | None = None
         """While a start runs: the child processes this process had before it (the start's own are new)."""
         self._closing = False
+        self._early: early_core.Waiting | None = None
+        self.early_start: str | None = None
+        """What became of the last start's early engine-core interpreter (None: there was none)."""
+        self._env_before: dict[str, str] | None = None
+        """This start's environment before vLLM was imported, with the engine's own variables."""
+        """The engine core's interpreter, started early (``prestart``) and not yet taken."""
 
     @property
     def started(self) -> bool:
@@ -111,28 +124,69 @@ class VllmEngine:
         say("ready")
         return self.info
 
+    @property
+    def _env_key(self) -> str:
+        return f"{self.config.profile.name}:{self.config.profile.speculation}"
+
+    def prestart(self) -> None:
+        """On the CPU build, start the engine core's interpreter now, so it imports torch and vLLM
+        beside this process (``backend.compat.early_core``); call before importing vLLM. Nothing
+        where vLLM does not spawn its engine core (the CUDA build), on a path's first start here
+        (vLLM's own variables are learned from it), or with ``GEMMA_CHAT_EARLY_CORE=0``."""
+        if self._env_before is not None or self._llm is not None or self._closing:
+            return
+        vllm_env.prepare()
+        self._env_before = start_env.predicted(start_env.current(), self.config.env_values(), {})
+        if os.environ.get(EARLY_CORE_VARIABLE) == "0" or not cpu_build():
+            return
+        changes = StartEnv().changes(self._env_key)
+        if changes is None:
+            return
+        try:
+            self._early = early_core.prestart(start_env.predicted(self._env_before, {}, changes))
+        except OSError:
+            self._early = None
+
     def _build(self) -> Any:
         vllm_env.prepare()
+        self.prestart()
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
         with _START_LOCK:
             if self._closing:
+                self._end_early()
                 raise EngineStartFailed("The engine start was stopped (the app is quitting).")
             previous = vllm_env.apply_env(self.config.env_values())
             self._building = {p.pid for p in psutil.Process().children(recursive=True)}
+            before, self._env_before = self._env_before or start_env.current(), None
+            early_core.offer(self._early)
             try:
                 llm = AsyncLLM.from_engine_args(
                     AsyncEngineArgs(**self.config.engine_kwargs()),
                     stat_loggers=[stat_logger_factory(self.stats)],
                 )
             finally:
+                spawned_with = early_core.withdraw()
+                if spawned_with is not None:
+                    StartEnv().record(self._env_key, start_env.changed(before, spawned_with))
+                self._end_early()
                 self._building = None
                 vllm_env.restore_env(previous)
         if self._closing:  # shut down while it started: nobody will use it
             llm.shutdown()
             raise EngineStartFailed("The engine start was stopped (the app is quitting).")
         return llm
+
+    def _end_early(self) -> None:
+        """End an early interpreter vLLM did not take, saying in the engine log what became of it."""
+        early, self._early = self._early, None
+        if early is None:
+            return
+        early.end()
+        self.early_start = "; ".join(early.said) or "not used: the start ended before vLLM spawned"
+        with contextlib.suppress(OSError):  # fd 2: the engine log while an engine starts
+            os.write(2, f"gemma-chat: early engine-core start: {self.early_start}\n".encode())
 
     def _abandon_start(self) -> None:
         """End the processes a start in progress has spawned, so the start fails at once."""
@@ -266,6 +320,8 @@ class VllmEngine:
         if self._llm is None:
             self._closing = True
             self._abandon_start()
+            if self._building is None:  # no start under way: one prestarted interpreter may wait
+                self._end_early()
             return
         llm, self._llm = self._llm, None
         if llm is not None:

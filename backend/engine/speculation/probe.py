@@ -100,7 +100,9 @@ def _candidates(source: ModelSource, settings: EngineSettings, drafts: Sequence[
     """One engine config per candidate; on a GPU each with the optimized path's share of the
     memory plan (they then run one after another: see ``_measure``)."""
     found: list[_Candidate] = []
-    small = settings.model_copy(update={"kv_cache_gib": min(settings.kv_cache_gib, PROBE_KV_CACHE_GIB)})
+    small = settings.model_copy(
+        update={"kv_cache_gib": min(settings.kv_cache_gib or PROBE_KV_CACHE_GIB, PROBE_KV_CACHE_GIB)}
+    )
     plan = plan_for(source, settings) if on_gpu() else None
     for profile in probe_profiles(source, drafts):
         config = engine_config(profile, source, small, 1, plan)

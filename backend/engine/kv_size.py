@@ -1,0 +1,51 @@
+"""How much host memory an engine's KV cache gets on the CPU build.
+
+vLLM's CPU build allocates (and touches) the whole KV cache when the engine starts, so its size is
+start-up time: 2 GiB took 4 s here, 1 GiB 1 s. A ``kv_cache_gib`` setting is used as given. Unset,
+the cache is sized for the model: room for ``SIZED_REQUESTS`` requests of the whole context window,
+counted from the checkpoint's config (``footprint.kv_bytes_per_request``), times ``PAGE_MARGIN``,
+between ``MIN_GIB`` and ``MAX_GIB``. Gemma 4 E2B at an 8192-token window reaches the 2 GiB cap;
+the demo model gets the 0.25 GiB floor.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from backend.engine.argument import Argument
+from backend.engine.footprint import kv_bytes_per_request
+
+GIB = 2**30
+SIZED_REQUESTS = 16
+"""Full-window requests a sized cache holds (the bench's heaviest run has 8 at once)."""
+PAGE_MARGIN = 3
+"""vLLM's paged, per-group allocation holds fewer requests than the config's count: on the demo
+model 1 GiB held 174 full 8192-token requests by vLLM's count (its log), 468 by the config's: 2.7x."""
+MIN_GIB = 0.25
+MAX_GIB = 2.0
+"""The cap is the old fixed size: a model this sizing cannot count gets it too."""
+STEP = 64 * 2**20
+
+
+def cpu_kv_cache(kv_cache_gib: float | None, model: Path, window: int, dtype: str) -> Argument:
+    """The ``kv_cache_memory_bytes`` argument for one CPU engine, with the reason for its size."""
+    if kv_cache_gib is not None:
+        return Argument(
+            int(kv_cache_gib * GIB), f"{kv_cache_gib:g} GiB of host memory for the KV cache (settings)"
+        )
+    try:
+        per_request = kv_bytes_per_request(model, window, dtype).bytes
+    except (OSError, ValueError, KeyError, TypeError):
+        return Argument(
+            int(MAX_GIB * GIB), f"{MAX_GIB:g} GiB for the KV cache (the model's config gives no count)"
+        )
+    wanted = PAGE_MARGIN * SIZED_REQUESTS * per_request
+    size = min(max(wanted, int(MIN_GIB * GIB)), int(MAX_GIB * GIB))
+    size = math.ceil(size / STEP) * STEP
+    return Argument(
+        size,
+        f"{size / GIB:.2f} GiB for the KV cache: {SIZED_REQUESTS} requests of {window} tokens "
+        f"({per_request / 2**20:.1f} MiB each by the config) x{PAGE_MARGIN} for vLLM's pages, "
+        f"within {MIN_GIB:g}-{MAX_GIB:g} GiB (set kv_cache_gib to choose)",
+    )

@@ -1,0 +1,80 @@
+"""The environment vLLM's engine-core process will be spawned with, learned from the last start.
+
+vLLM sets variables while an engine starts, before it spawns the engine core (on the CPU build:
+``LD_PRELOAD`` with torch's libgomp and vLLM's tcmalloc, ``LOCAL_WORLD_SIZE``, inductor's thread
+counts). ``backend.compat.early_core`` must give its early interpreter exactly that environment,
+so each start records what vLLM changed (variable → value, or None where it removed one) and the
+next start of the same path predicts: this process's environment, the engine's own variables,
+then the recorded changes. A wrong prediction costs the early start, never correctness: the
+hand-over compares the whole environment and spawns afresh when it differs.
+
+One small JSON file in the cache directory, by engine path; unreadable or unwritable is ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from backend import paths
+
+FILE_NAME = "engine-env.json"
+
+Changes = dict[str, str | None]
+
+
+class StartEnv:
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path or paths.cache_dir() / FILE_NAME
+
+    def _read(self) -> dict[str, Changes]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(data, dict):
+            return {}
+        found: dict[str, Changes] = {}
+        for key, changes in data.items():
+            if isinstance(changes, dict) and all(
+                isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in changes.items()
+            ):
+                found[str(key)] = changes
+        return found
+
+    def changes(self, key: str) -> Changes | None:
+        """What vLLM changed in the last start of ``key`` (None: no start recorded)."""
+        return self._read().get(key)
+
+    def record(self, key: str, changes: Changes) -> None:
+        data = self._read()
+        if data.get(key) == changes:
+            return
+        data[key] = changes
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
+        except OSError:
+            return
+
+
+def predicted(base: Mapping[str, str], own: Mapping[str, str], changes: Changes) -> dict[str, str]:
+    """The engine core's environment: ``base`` with the engine's variables and vLLM's changes."""
+    env = {**base, **own}
+    for name, value in changes.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    return env
+
+
+def changed(before: Mapping[str, str], after: Mapping[str, str]) -> Changes:
+    """The variables that differ from ``before`` in ``after`` (None: removed)."""
+    return {k: after.get(k) for k in sorted(before.keys() | after.keys()) if before.get(k) != after.get(k)}
+
+
+def current() -> dict[str, str]:
+    return dict(os.environ)
