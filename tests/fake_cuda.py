@@ -143,6 +143,13 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         return out
     assert plan is not None
     out["mode"], out["shares"] = plan.mode, plan.shares
+    measured = spec.get("measured_attention")
+    if measured:  # what `profiles --measure` stores where FlashAttention for the sliding layers won
+        from backend.engine.speculation.choice import ProbeRun, SpeculationChoice, choice_key, store_choice
+
+        plain = ProbeRun("none", 0, (100.0,))
+        choice = SpeculationChoice("mtp", 2, 1.6, 1.4, 1.8, (plain,), json.dumps(measured), 1.12)
+        store_choice(choice_key(source, settings, True), choice)
     if spec.get("engine", True):
         for name in ("baseline", "optimized"):
             config = engine_config(EngineProfile.named(name), source, settings, 1, plan)
@@ -151,10 +158,16 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
                 config = replace(config, args={**config.args, "attention_config": extra})
             out[name] = {"args": {k: repr(v) for k, v in config.engine_kwargs().items()}}
             out[name]["env"] = config.env_values()
+            if "attention_config" in config.args:
+                out[name]["attention_why"] = config.args["attention_config"].reason
             try:
                 out[name]["vllm"] = _engine(config)
             except Exception as error:  # vLLM's own refusal is a finding: report it
                 out[name]["vllm_error"] = f"{type(error).__name__}: {error}"
+    if measured:
+        from backend.engine.speculation.choice import forget_choice
+
+        forget_choice(choice_key(source, settings, True))
     return out
 
 

@@ -197,6 +197,13 @@ CARDS = [
         "attention": {"backend_per_kind": {"sliding_window": "FLASH_ATTN"}},
     },
     {
+        "key": "measured-per-kind",
+        "memory_gib": 24,
+        "capability": [8, 6],
+        "name": "NVIDIA A10",
+        "measured_attention": {"backend_per_kind": {"sliding_window": "FLASH_ATTN"}},
+    },
+    {
         "key": "exact",
         "memory_gib": 80,
         "capability": [9, 0],
@@ -348,6 +355,18 @@ def test_per_layer_kind_attention_is_a_candidate_vllm_accepts_on_triton_cards(fa
     built = _vllm(faked["per-kind"], "optimized")
     assert built["attention_backend"] == "TRITON_ATTN"  # the 512-dim full layers
     assert built["backend_per_kind"] == {"sliding_window": "FLASH_ATTN"}
+
+
+def test_a_measured_attention_choice_goes_to_the_optimized_path_only(faked: dict[str, Any]) -> None:
+    """`profiles --measure` stored FlashAttention for the sliding layers on an A10 (faster, same
+    tokens): the optimized path's arguments carry it, vLLM builds it, the baseline keeps vLLM's."""
+    result = faked["measured-per-kind"]
+    built = _vllm(result, "optimized")
+    assert built["backend_per_kind"] == {"sliding_window": "FLASH_ATTN"}
+    assert built["attention_backend"] == "TRITON_ATTN" and built["speculative_method"] == "mtp"
+    assert "1.12x over vLLM's own attention, the same greedy tokens" in result["optimized"]["attention_why"]
+    assert "attention_config" not in result["baseline"]["args"]
+    assert _vllm(result, "baseline")["backend_per_kind"] == {}
 
 
 def test_a_gpu_speculation_choice_is_kept_per_card(e2b: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,8 +12,10 @@ from backend.engine.profiles import EngineProfile, engine_config
 from backend.engine.speculation import probe
 from backend.engine.speculation.choice import (
     ProbeRun,
+    SpeculationChoice,
     choice_key,
     choose,
+    choose_attention,
     forget_choice,
     store_choice,
     stored_choice,
@@ -69,6 +71,49 @@ def test_no_speculation_when_none_pays_off() -> None:
     assert "no speculation beat plain decoding" in choice.describe()
 
 
+def test_a_candidate_whose_tokens_differ_is_never_chosen() -> None:
+    """The fastest run changed the greedy tokens of one prompt (a verifying step summed in another
+    order): reported, not chosen; the next fastest with the same tokens wins."""
+    fastest = ProbeRun("mtp", 3, (200.0, 210.0, 190.0), diverged=(1,))
+    exact = ProbeRun("mtp", 2, (140.0, 150.0, 130.0))
+    choice = choose(PLAIN, [fastest, exact])
+    assert (choice.method, choice.drafts) == ("mtp", 2)
+    assert "mtp@3 200 tok/s" in choice.describe() and "tokens differ on 1 of 3 prompts: not eligible" in (
+        choice.describe()
+    )
+    assert choose(PLAIN, [fastest]).method == "none"
+
+
+SLIDING = '{"backend_per_kind": {"sliding_window": "FLASH_ATTN"}}'
+
+
+def test_an_attention_candidate_is_kept_only_faster_on_every_prompt_with_the_same_tokens() -> None:
+    mtp2 = ProbeRun("mtp", 2, (140.0, 150.0, 130.0))
+    choice = choose(PLAIN, [mtp2])
+    faster = ProbeRun("mtp", 2, (160.0, 170.0, 150.0), attention=SLIDING)
+    kept = choose_attention(choice, mtp2, [faster])
+    assert kept.attention == SLIDING and kept.attention_speedup == pytest.approx(1.143, abs=1e-3)
+    assert kept.attention_config() == {"backend_per_kind": {"sliding_window": "FLASH_ATTN"}}
+    assert "attention: sliding_window on FLASH_ATTN, 1.14x on that" in kept.describe()
+    assert "mtp@2 + sliding_window on FLASH_ATTN 160 tok/s" in kept.describe()
+    assert (kept.method, kept.drafts) == ("mtp", 2), "the speculation stays"
+    different = ProbeRun("mtp", 2, (160.0, 170.0, 150.0), attention=SLIDING, diverged=(0,))
+    split = ProbeRun("mtp", 2, (160.0, 170.0, 120.0), attention=SLIDING)
+    for run in (different, split):
+        refused = choose_attention(choice, mtp2, [run])
+        assert refused.attention == "" and refused.attention_config() is None
+        assert "attention: vLLM's own (the other candidates were not faster with the same tokens)" in (
+            refused.describe()
+        )
+    assert SpeculationChoice.from_json(kept.to_json()) == kept
+    old = kept.to_json()
+    for field in ("attention", "attention_speedup"):
+        del old[field]
+    for run in old["runs"]:
+        del run["attention"], run["diverged"]
+    assert SpeculationChoice.from_json(old).attention == "", "a choice stored before reads as vLLM's"
+
+
 def test_a_prompts_rate_is_the_median_of_its_rounds(tiny: GeneratedCheckpoint) -> None:
     """One slow moment of the machine in one round does not decide a prompt's ratio."""
     source = ModelSource(path=tiny.model, drafter=tiny.drafter, name="tiny")
@@ -76,7 +121,7 @@ def test_a_prompts_rate_is_the_median_of_its_rounds(tiny: GeneratedCheckpoint) -
         "mtp", 2, source, engine_config(EngineProfile.optimized(), source, EngineSettings())
     )
     candidate.rates = {"probe-a": [200.0, 60.0, 210.0], "probe-b": [150.0, 155.0, 400.0]}
-    assert candidate.run().rates == (200.0, 155.0)
+    assert candidate.run(candidate).rates == (200.0, 155.0)
 
 
 def test_the_choice_key_follows_the_engine_environment(
@@ -172,10 +217,26 @@ async def test_the_probe_measures_every_step_on_the_real_engine(
     source = ModelSource(path=tiny.model, drafter=tiny.drafter, name="tiny")
     settings = EngineSettings(dtype="float32", max_model_len=1024)
     said: list[str] = []
+    # the attention stage as it runs on a Triton card, with the CPU's own backend as the candidate
+    attention = {"backend_per_kind": {"sliding_window": "CPU_ATTN"}}
     choice = await measure_speculation(
-        source, settings, gemma_home, said.append, drafts=(2,), prompts=2, rounds=2, store=False
+        source,
+        settings,
+        gemma_home,
+        said.append,
+        drafts=(2,),
+        prompts=2,
+        rounds=2,
+        store=False,
+        attention=[attention],
     )
     runs = {run.label(): run for run in choice.runs}
+    stage = next(label for label in runs if "CPU_ATTN" in label)
+    assert stage.startswith(choice.runs[0].label() if choice.method == "none" else f"{choice.method}@")
+    assert all(run.diverged == () for run in runs.values()), "float32: every candidate keeps the tokens"
+    assert choice.attention in ("", '{"backend_per_kind": {"sliding_window": "CPU_ATTN"}}')
+    assert any(line.startswith("attention: 1 candidate(s) with") for line in said)
+    del runs[stage]
     assert set(runs) == {"none", "mtp@2", "ngram@4"}
     assert any("in turn" in line for line in said), "candidates interleaved"
     assert any(line.startswith("round 2 of 2") for line in said), "the prompts ran again"
@@ -191,7 +252,9 @@ async def test_the_probe_measures_every_step_on_the_real_engine(
         assert run.decode_tokens - 2 * (1 + run.drafts) <= run.tokens_per_step() * run.decode_steps
         assert run.tokens_per_step() * run.decode_steps <= run.decode_tokens + 2
     assert runs["none"].tokens_per_step() == 1.0
-    assert pauses == [None] * 12, "one pause (vLLM's window) before each candidate's prompt, each round"
+    # one pause (vLLM's window) before each candidate's prompt, each round: 3 candidates, then the
+    # attention candidate alone, 2 prompts x 2 rounds each
+    assert pauses == [None] * 16
     assert runs["mtp@2"].histogram, "the drafter drafted"
     assert stored_choice(choice_key(source, settings, gpu=False)) is None, "store=False keeps nothing"
 

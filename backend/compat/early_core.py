@@ -56,7 +56,9 @@ PRELOAD = (
 """What the waiting interpreter imports before it waits (what unpickling the engine core needs)."""
 ENGINE_CORE_TARGET = "EngineCoreProc.run_engine_core"
 _LENGTH = struct.Struct("!Q")
-_PROGRAM = "from backend.compat.early_core import child_main; child_main({pipe}, {tracker}, {read_env}, {preload!r})"
+_PROGRAM = (
+    "from backend.compat.early_core import child_main; child_main({pipe}, {tracker}, {read_env}, {preload!r})"
+)
 
 
 @dataclass
@@ -153,7 +155,9 @@ def prestart(env: Mapping[str, str], preload: tuple[str, ...] = PRELOAD) -> Wait
     child_r, parent_w = os.pipe()
     try:
         pid = util.spawnv_passfds(
-            spawn.get_executable(), _command(child_r, tracker_fd, True, preload), [tracker_fd, child_r, child_w]
+            spawn.get_executable(),
+            _command(child_r, tracker_fd, True, preload),
+            [tracker_fd, child_r, child_w],
         )
     except BaseException:
         for fd in (parent_r, child_w, child_r, parent_w):

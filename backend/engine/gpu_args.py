@@ -1,6 +1,7 @@
 """The vLLM arguments and environment a GPU adds to an engine path: its share of memory from the
 plan, sleep mode where the plan swaps engines, batch-invariant mode for ``exact``, and what vLLM
-will pick for attention on the card (said, not set: stock vLLM picks it for both paths)."""
+will pick for attention on the card (said, not set: stock vLLM picks it; the optimized path
+changes it only where ``profiles --measure`` found another faster with the same tokens)."""
 
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ def attention_candidates(
     capability: tuple[int, int], fa4_available: bool | None = None
 ) -> list[dict[str, object]]:
     """``attention_config`` values worth measuring on a card: vLLM's own choice (``{}``) first, and
-    on Triton cards FlashAttention for the sliding layers. Not measured yet: no probe runs them."""
+    on Triton cards FlashAttention for the sliding layers (``profiles --measure`` measures them)."""
     if "TRITON" in expected_attention(capability, fa4_available):
         return [{}, SLIDING_FLASH_ATTENTION]
     return [{}]

@@ -128,34 +128,50 @@ def _measured(
 
 def _optimized_speculation(
     source: ModelSource, settings: EngineSettings, gpu: bool
-) -> tuple[tuple[dict[str, Any], str] | None, tuple[str, ...]]:
-    """The optimized path's speculation: forced by settings, else measured, else the default."""
+) -> tuple[tuple[dict[str, Any], str] | None, tuple[str, ...], SpeculationChoice | None]:
+    """The optimized path's speculation: forced by settings, else measured, else the default;
+    and the measured choice where it came from one."""
     if settings.speculation == "none":
-        return None, ("speculation off (settings: speculation = none)",)
+        return None, ("speculation off (settings: speculation = none)",), None
     if settings.speculation != "auto":
         method = settings.speculation
         forced = EngineProfile("optimized", "settings", method, settings.draft_tokens)
-        return _speculative(forced, source, gpu), (
-            f"speculation set in settings: {method} with {settings.draft_tokens} drafts",
+        return (
+            _speculative(forced, source, gpu),
+            (f"speculation set in settings: {method} with {settings.draft_tokens} drafts",),
+            None,
         )
     choice = stored_choice(choice_key(source, settings, gpu))
     if choice is not None:
-        return _measured(choice, source, gpu), (choice.describe(),)
+        return _measured(choice, source, gpu), (choice.describe(),), choice
     if gpu and source.drafter is None:
-        return None, (
-            f"no speculation: {source.drafter_note or 'no MTP drafter for this model'}. ngram is not "
-            "used in its place on a GPU (vLLM turns async scheduling off for it, so it can be slower "
-            "than the baseline); speculation = ngram forces it",
+        return (
+            None,
+            (
+                f"no speculation: {source.drafter_note or 'no MTP drafter for this model'}. ngram is not "
+                "used in its place on a GPU (vLLM turns async scheduling off for it, so it can be slower "
+                "than the baseline); speculation = ngram forces it",
+            ),
+            None,
         )
     if gpu:
         default = EngineProfile("optimized", "default", "mtp", settings.draft_tokens)
-        return _speculative(default, source, gpu), (
-            "speculation not measured for this model here: `gemma-chat profiles --measure` picks it",
+        return (
+            _speculative(default, source, gpu),
+            (
+                "speculation not measured for this model here: `gemma-chat profiles --measure` picks it "
+                "(and, on cards where vLLM runs Gemma 4 on Triton, the attention backend per layer kind)",
+            ),
+            None,
         )
-    return None, (
-        "no speculation until measured: on a CPU a verifying step costs more than a plain one (how "
-        "much depends on the model and the CPU), so drafts pay only where the drafter is cheap and "
-        "accepted often; `gemma-chat profiles --measure` measures each candidate here",
+    return (
+        None,
+        (
+            "no speculation until measured: on a CPU a verifying step costs more than a plain one (how "
+            "much depends on the model and the CPU), so drafts pay only where the drafter is cheap and "
+            "accepted often; `gemma-chat profiles --measure` measures each candidate here",
+        ),
+        None,
     )
 
 
@@ -227,7 +243,14 @@ def engine_config(
         args["enforce_eager"] = Argument(True, "no torch.compile (diagnosis profile)")
     notes: tuple[str, ...] = ()
     if profile == EngineProfile.optimized():
-        speculative, notes = _optimized_speculation(source, settings, gpu)
+        speculative, notes, measured = _optimized_speculation(source, settings, gpu)
+        attention = measured.attention_config() if measured is not None and gpu else None
+        if attention and measured is not None:
+            args["attention_config"] = Argument(
+                attention,
+                f"measured here with this speculation: {measured.attention_speedup:.2f}x over vLLM's own "
+                "attention, the same greedy tokens (profiles --measure)",
+            )
     else:
         speculative = _speculative(profile, source, gpu)
     if speculative is not None:

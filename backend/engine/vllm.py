@@ -103,17 +103,22 @@ class VllmEngine:
             return self.info
         say = progress or (lambda _stage: None)
         say("loading the model and warming up the engine")
+        # The prompt renderer (the tokenizer) loads while the engine core starts: this process waits then.
+        renderer = asyncio.ensure_future(asyncio.to_thread(self._load_renderer))
         try:
             self._llm = await asyncio.to_thread(self._build)
         except GemmaChatError:
             raise
         except Exception as error:  # vLLM raises many types; the log says which problem it was
             raise diagnose(error, tail(self.log_path, 20000), self.log_path) from None
+        finally:
+            await asyncio.wait({renderer})
         # vLLM asks its engine core for these on the first request, and that call waits forever if
         # the engine core has died in between: ask now, while it is known to be alive (cached after).
         await self._answer(self._llm.get_supported_tasks())
         model_config = self._llm.model_config
-        self._renderer = await asyncio.to_thread(PromptRenderer.for_model, str(self.source.path))
+        if self._renderer is None:
+            self._renderer = await asyncio.to_thread(PromptRenderer.for_model, str(self.source.path))
         self.info = EngineInfo(
             model=self.source.name,
             max_model_len=int(model_config.max_model_len),
@@ -123,6 +128,12 @@ class VllmEngine:
         )
         say("ready")
         return self.info
+
+    def _load_renderer(self) -> None:
+        try:
+            self._renderer = PromptRenderer.for_model(str(self.source.path))
+        except Exception:  # loaded again after the start, where its error is reported
+            self._renderer = None
 
     @property
     def _env_key(self) -> str:

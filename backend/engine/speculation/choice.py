@@ -9,9 +9,11 @@ Beside the rates the probe keeps what explains them, from the engine's own per-i
 records: every decode step (vLLM's acceptance histogram counts only the steps that carried
 drafts; with ngram most carry none), the tokens they yielded and their median duration.
 
-A candidate wins if the median of its per-prompt ratios to no speculation is the highest, is at
-least ``MIN_GAIN``, and every prompt agrees (the lowest ratio above 1.0); otherwise the optimized
-path does without speculation. The result is kept per model, dtype, vLLM, CPU features, cores and
+A candidate wins if its greedy tokens are no speculation's on every prompt, the median of its
+per-prompt ratios to no speculation is the highest, is at least ``MIN_GAIN``, and every prompt
+agrees (the lowest ratio above 1.0); otherwise the optimized path does without speculation. An
+attention candidate (``choose_attention``) is kept by the same rule against the chosen
+speculation on vLLM's own attention. The result is kept per model, dtype, vLLM, CPU features, cores and
 engine environment, and the ``optimized`` profile uses it from then on.
 """
 
@@ -22,7 +24,7 @@ import json
 import os
 import platform
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +62,11 @@ class ProbeRun:
     """Tokens those steps yielded."""
     step_ms: float | None = None
     """Median engine-core time of one decode step."""
+    attention: str = ""
+    """The ``attention_config`` it ran with, as JSON ("": vLLM's own choice for the card)."""
+    diverged: tuple[int, ...] = ()
+    """The probe prompts whose greedy tokens differ from no speculation's on vLLM's attention:
+    a candidate with any may not be chosen (the optimized path promises the baseline's tokens)."""
 
     @property
     def decode_tokens_per_s(self) -> float:
@@ -80,17 +87,23 @@ class ProbeRun:
         return [sum(self.histogram[j:]) / steps if steps else 0.0 for j in range(1, self.drafts + 1)]
 
     def label(self) -> str:
-        return candidate_label(self.method, self.drafts)
+        label = candidate_label(self.method, self.drafts)
+        return f"{label} + {attention_label(self.attention)}" if self.attention else label
 
     def describe(self) -> str:
         step = f", {self.step_ms:.1f} ms/step" if self.step_ms is not None else ""
+        differs = (
+            f", tokens differ on {len(self.diverged)} of {len(self.rates)} prompts: not eligible"
+            if self.diverged
+            else ""
+        )
         if self.method == "none":
-            return f"none {self.decode_tokens_per_s:.0f} tok/s{step}"
+            return f"{self.label()} {self.decode_tokens_per_s:.0f} tok/s{step}{differs}"
         rates = "/".join(f"{rate:.0%}" for rate in self.position_acceptance())
         drafted = f"{sum(self.histogram)}/{self.decode_steps} steps drafted, " if self.decode_steps else ""
         return (
             f"{self.label()} {self.decode_tokens_per_s:.0f} tok/s{step}, "
-            f"{drafted}{self.tokens_per_step():.2f} tokens/step (accepted {rates})"
+            f"{drafted}{self.tokens_per_step():.2f} tokens/step (accepted {rates}){differs}"
         )
 
 
@@ -104,15 +117,33 @@ class SpeculationChoice:
     speedup_low: float
     speedup_high: float
     runs: tuple[ProbeRun, ...]
+    attention: str = ""
+    """The ``attention_config`` measured faster with that speculation, tokens unchanged, as JSON
+    ("": vLLM's own choice; only GPUs where vLLM runs Gemma 4 on Triton have another candidate)."""
+    attention_speedup: float = 1.0
 
     def describe(self) -> str:
         figures = "; ".join(run.describe() for run in self.runs)
+        if self.attention:
+            attention = (
+                f"; attention: {attention_label(self.attention)}, {self.attention_speedup:.2f}x on that"
+            )
+        elif any(run.attention for run in self.runs):
+            attention = "; attention: vLLM's own (the other candidates were not faster with the same tokens)"
+        else:
+            attention = ""
         if self.method == "none":
-            return f"measured: none — no speculation beat plain decoding on every prompt ({figures})"
+            return (
+                f"measured: none — no speculation beat plain decoding on every prompt{attention} ({figures})"
+            )
         return (
             f"measured: {self.method} with {self.drafts} drafts, {self.speedup:.2f}x one request "
-            f"({self.speedup_low:.2f}–{self.speedup_high:.2f} over the prompts) ({figures})"
+            f"({self.speedup_low:.2f}–{self.speedup_high:.2f} over the prompts){attention} ({figures})"
         )
+
+    def attention_config(self) -> dict[str, Any] | None:
+        """The measured ``attention_config`` for the optimized path (None: leave vLLM's choice)."""
+        return json.loads(self.attention) if self.attention else None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -120,7 +151,14 @@ class SpeculationChoice:
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> SpeculationChoice:
         runs = tuple(
-            ProbeRun(**{**run, "rates": tuple(run["rates"]), "histogram": tuple(run["histogram"])})
+            ProbeRun(
+                **{
+                    **run,
+                    "rates": tuple(run["rates"]),
+                    "histogram": tuple(run["histogram"]),
+                    "diverged": tuple(run.get("diverged", ())),
+                }
+            )
             for run in doc["runs"]
         )
         return cls(
@@ -130,7 +168,18 @@ class SpeculationChoice:
             float(doc["speedup_low"]),
             float(doc["speedup_high"]),
             runs,
+            str(doc.get("attention", "")),
+            float(doc.get("attention_speedup", 1.0)),
         )
+
+
+def attention_label(attention: str) -> str:
+    """How a choice names an ``attention_config`` (JSON): ``sliding_window on FLASH_ATTN``."""
+    config = json.loads(attention) if attention else {}
+    parts = [f"{kind} on {backend}" for kind, backend in sorted(config.get("backend_per_kind", {}).items())]
+    if config.get("backend"):
+        parts.insert(0, f"all layers on {config['backend']}")
+    return ", ".join(parts) or "vLLM's attention"
 
 
 def candidate_label(method: str, drafts: int) -> str:
@@ -153,10 +202,12 @@ def paired_speedups(plain: ProbeRun, run: ProbeRun) -> list[float]:
 
 
 def choose(plain: ProbeRun, speculative: list[ProbeRun]) -> SpeculationChoice:
-    """The fastest measured candidate, if it beats plain decoding by ``MIN_GAIN`` on the median and
-    on every prompt; else ``none``."""
+    """The fastest measured candidate with no speculation's tokens, if it beats plain decoding by
+    ``MIN_GAIN`` on the median and on every prompt; else ``none``."""
     best: tuple[str, int, float, float, float] = ("none", 0, 1.0, 1.0, 1.0)
     for run in speculative:
+        if run.diverged:
+            continue
         ratios = paired_speedups(plain, run)
         if not ratios:
             continue
@@ -167,6 +218,23 @@ def choose(plain: ProbeRun, speculative: list[ProbeRun]) -> SpeculationChoice:
     return SpeculationChoice(
         method, drafts, round(speedup, 3), round(low, 3), round(high, 3), (plain, *speculative)
     )
+
+
+def choose_attention(
+    choice: SpeculationChoice, base: ProbeRun, candidates: list[ProbeRun]
+) -> SpeculationChoice:
+    """``choice`` with the fastest attention candidate (measured with the chosen speculation) that
+    keeps the tokens and beats ``base`` — the same speculation on vLLM's attention — by ``MIN_GAIN``
+    on the median and on every prompt; else vLLM's attention. Every candidate joins the runs."""
+    best: tuple[str, float] = ("", 1.0)
+    for run in candidates:
+        ratios = paired_speedups(base, run)
+        if run.diverged or not ratios:
+            continue
+        median = statistics.median(ratios)
+        if median >= MIN_GAIN and min(ratios) > 1.0 and median > best[1]:
+            best = (run.attention, round(median, 3))
+    return replace(choice, runs=(*choice.runs, *candidates), attention=best[0], attention_speedup=best[1])
 
 
 def _gpu_name() -> str:

@@ -3,6 +3,11 @@ same prompts on each, the candidates taking turns prompt by prompt, in several r
 rate on a candidate is the median of its rounds: one slow moment of the machine does not decide);
 then choose.
 
+Each candidate's greedy tokens (first round) are compared with no speculation's: a candidate that
+changes any is reported and never chosen. Where vLLM runs Gemma 4 on Triton (GPUs without
+FlashAttention 4), a second stage measures FlashAttention for the sliding layers with the chosen
+speculation, against the same on vLLM's own attention, under the same rule.
+
 Every probe engine runs with vLLM's per-iteration records on, so each candidate's decode steps
 (drafted or not), the tokens they yielded and their duration are read from the engine rather
 than inferred. Where free memory cannot hold all candidates at once they run one after another
@@ -12,11 +17,14 @@ than inferred. Where free memory cannot hold all candidates at once they run one
 from __future__ import annotations
 
 import asyncio
+import json
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from backend.engine.gpu import detect_gpu
+from backend.engine.gpu_args import attention_candidates
 from backend.engine.model_source import ModelSource
 from backend.engine.placement import plan_for
 from backend.engine.platform import on_gpu, process_tree_rss, room_for_another
@@ -31,6 +39,7 @@ from backend.engine.speculation.choice import (
     candidate_label,
     choice_key,
     choose,
+    choose_attention,
     store_choice,
 )
 from backend.engine.stats import StepRecord
@@ -71,6 +80,10 @@ class _Candidate:
     source: ModelSource
     config: EngineConfig
     engine: VllmEngine | None = None
+    attention: str = ""
+    """Its ``attention_config`` as JSON ("": vLLM's own choice)."""
+    outputs: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    """Each prompt's greedy tokens in the first round (keyed by its request id)."""
     rates: dict[str, list[float]] = field(default_factory=dict)
     """Decode rates per prompt (keyed by its request id), one a round."""
     histogram: list[int] = field(default_factory=list)
@@ -80,11 +93,15 @@ class _Candidate:
 
     @property
     def label(self) -> str:
-        return candidate_label(self.method, self.drafts)
+        return candidate_label(self.method, self.drafts) + (" + attention" if self.attention else "")
 
-    def run(self) -> ProbeRun:
+    def run(self, reference: _Candidate) -> ProbeRun:
+        """Its figures; ``reference``'s tokens (no speculation, vLLM's attention) are parity's."""
         decode = [s for s in self.steps if s.is_decode]
         step_ms = statistics.median(s.elapsed_ms for s in decode) if decode else None
+        diverged = tuple(
+            i for i, rid in enumerate(reference.outputs) if self.outputs.get(rid) != reference.outputs[rid]
+        )
         return ProbeRun(
             self.method,
             self.drafts,
@@ -93,6 +110,8 @@ class _Candidate:
             len(decode),
             self.tokens,
             step_ms,
+            self.attention,
+            diverged,
         )
 
 
@@ -127,24 +146,70 @@ async def measure_speculation(
     prompts: int = PROBE_PROMPTS,
     rounds: int = PROBE_ROUNDS,
     store: bool = True,
+    attention: Sequence[dict[str, object]] | None = None,
 ) -> SpeculationChoice:
-    """Probe this model on this machine, store the choice for the optimized path, and return it."""
+    """Probe this model on this machine, store the choice for the optimized path, and return it.
+
+    Speculation first (every candidate on vLLM's attention); then, where vLLM runs Gemma 4 on
+    Triton (``attention_candidates``; or ``attention`` given), each other ``attention_config`` with
+    the chosen speculation. A candidate whose greedy tokens differ from no speculation's on vLLM's
+    attention, on any prompt, is measured and reported but never chosen."""
     renderer = PromptRenderer.for_model(str(source.path))
     sampling = SamplingSettings(max_tokens=PROBE_TOKENS, temperature=0.0, seed=0, ignore_eos=True)
     chosen = [p for p in parity_prompts(frozenset({"text"})) if not p.history][:prompts]
     requests = [p.request(renderer, sampling, tag="probe-") for p in chosen]
     candidates = _candidates(source, settings, drafts)
+    await _measured(candidates, requests, rounds, log_dir, say)
+    reference = candidates[0]
+    runs = [c.run(reference) for c in candidates]
+    choice = choose(runs[0], runs[1:])
+    others = list(probe_attention(source, settings) if attention is None else attention)
+    if others:
+        base = next(c for c in candidates if (c.method, c.drafts) == (choice.method, choice.drafts))
+        tried = [_with_attention(base, config) for config in others]
+        say(f"attention: {len(tried)} candidate(s) with {base.label}, against vLLM's own")
+        await _measured(tried, requests, rounds, log_dir, say)
+        choice = choose_attention(choice, base.run(reference), [c.run(reference) for c in tried])
+    if store:
+        store_choice(choice_key(source, settings, on_gpu()), choice)
+    return choice
+
+
+def probe_attention(source: ModelSource, settings: EngineSettings) -> list[dict[str, object]]:
+    """The ``attention_config`` values to measure beside vLLM's own: on a GPU where vLLM runs
+    Gemma 4 on Triton, FlashAttention for the sliding layers; none elsewhere (a CPU has one
+    attention backend; Hopper and Blackwell run FlashAttention 4 on every layer)."""
+    if not on_gpu():
+        return []
+    gpu = detect_gpu()
+    if gpu is None:
+        return []
+    return attention_candidates(gpu.capability)[1:]
+
+
+def _with_attention(base: _Candidate, attention: dict[str, object]) -> _Candidate:
+    why = "the speculation probe's attention candidate"
+    config = replace(base.config, args={**base.config.args, "attention_config": Argument(attention, why)})
+    return _Candidate(
+        base.method, base.drafts, base.source, config, attention=json.dumps(attention, sort_keys=True)
+    )
+
+
+async def _measured(
+    candidates: list[_Candidate],
+    requests: list[EngineRequest],
+    rounds: int,
+    log_dir: Path,
+    say: Callable[[str], None],
+) -> None:
+    """``_measure``, every engine it started shut down after."""
     try:
         await _measure(candidates, requests, rounds, log_dir, say)
     finally:
         for candidate in candidates:
             if candidate.engine is not None:
                 await candidate.engine.shutdown()
-    runs = [c.run() for c in candidates]
-    choice = choose(runs[0], runs[1:])
-    if store:
-        store_choice(choice_key(source, settings, on_gpu()), choice)
-    return choice
+                candidate.engine = None
 
 
 async def _measure(
@@ -213,6 +278,8 @@ async def _decode(candidate: _Candidate, engine: VllmEngine, request: EngineRequ
     """One probe prompt on one candidate in one round: its decode rate, acceptance and engine steps."""
     engine.stats.steps.clear()
     final = await _finished(engine, replace(request, request_id=f"{request.request_id}-r{round_}"), candidate)
+    if round_ == 0:
+        candidate.outputs[request.request_id] = tuple(final.token_ids)
     await asyncio.sleep(RECORDS_SETTLE_S)
     candidate.steps.extend(engine.stats.steps)
     m = final.metrics
