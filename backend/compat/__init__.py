@@ -15,6 +15,8 @@ Standard library only until a patched module is actually imported.
 * ``uni_worker``: the optimized CPU engine's worker computes inside the engine-core process.
 * ``aot_cache_load``: vLLM's AOT compile cache loads on the CPU build (no compile at a warm start).
 * ``process_lifetime``: a process gemma-chat started ends when its parent is gone (even SIGKILLed).
+
+Not a hook: ``early_core`` (vLLM's engine-core interpreter started early; ``VllmEngine`` uses it).
 """
 
 from __future__ import annotations

@@ -13,12 +13,12 @@ One small JSON file in the cache directory, by engine path; unreadable or unwrit
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
 
 from backend import paths
+from backend.cache_json import read_object, write_object
 
 FILE_NAME = "engine-env.json"
 
@@ -30,14 +30,8 @@ class StartEnv:
         self.path = path or paths.cache_dir() / FILE_NAME
 
     def _read(self) -> dict[str, Changes]:
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        if not isinstance(data, dict):
-            return {}
         found: dict[str, Changes] = {}
-        for key, changes in data.items():
+        for key, changes in read_object(self.path).items():
             if isinstance(changes, dict) and all(
                 isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in changes.items()
             ):
@@ -50,14 +44,8 @@ class StartEnv:
 
     def record(self, key: str, changes: Changes) -> None:
         data = self._read()
-        if data.get(key) == changes:
-            return
-        data[key] = changes
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.path.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
-        except OSError:
-            return
+        if data.get(key) != changes:
+            write_object(self.path, {**data, key: changes})
 
 
 def predicted(base: Mapping[str, str], own: Mapping[str, str], changes: Changes) -> dict[str, str]:

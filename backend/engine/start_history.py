@@ -7,10 +7,10 @@ read or written is ignored: the status bar then shows the elapsed time alone.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from backend import paths
+from backend.cache_json import read_object, write_object
 
 FILE_NAME = "engine-starts.json"
 
@@ -20,12 +20,7 @@ class StartHistory:
         self.path = path or paths.cache_dir() / FILE_NAME
 
     def _read(self) -> dict[str, float]:
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        if not isinstance(data, dict):
-            return {}
+        data = read_object(self.path)
         return {str(k): float(v) for k, v in data.items() if isinstance(v, int | float) and v > 0}
 
     def expected_s(self, key: str) -> float | None:
@@ -35,8 +30,4 @@ class StartHistory:
     def record(self, key: str, seconds: float) -> None:
         data = self._read()
         data[key] = round(seconds, 1)
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.path.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
-        except OSError:
-            return
+        write_object(self.path, data)
