@@ -1,10 +1,15 @@
-"""A scripted OpenAI-compatible stand-in for a vLLM server, on 127.0.0.1 in a background thread,
-for the hostile corpus's remote cases (``tests/hostile_remote_cases.py``).
+"""A scripted OpenAI-compatible stand-in for a vLLM server, on 127.0.0.1 in a background thread:
+what ``RemoteEngine`` asks of a server (``/health``, ``/v1/models``, ``/tokenize``, streamed
+``/v1/completions``), for the hostile corpus's remote cases (``tests/hostile_remote_cases.py``)
+and end-to-end runs of the client (``tests/test_published_template_ask.py``).
 
-``Script`` says how each endpoint misbehaves. It tokenizes with the demo model's own
-``tokenizer.json``, so the wrong-model check passes unless the script says otherwise. Every loop
-it runs is bounded (an "endless" stream stops after ``MAX_CHUNKS`` or when the client leaves; a
-"silent" answer after ``SILENCE_S``), so nothing outlives a case.
+``Script`` says how each endpoint misbehaves, or what it replies: with ``replies`` the n-th
+completion request gets the n-th text, streamed a few characters a chunk with token ids, and every
+prompt received is kept in ``prompts`` (the engine's warm-up request, its fixed prompt, gets a short
+reply of its own and is not counted). It tokenizes with the demo model's own ``tokenizer.json``
+unless given a ``tokenizer``, so the wrong-model check passes unless the script says otherwise.
+Every loop it runs is bounded (an "endless" stream stops after ``MAX_CHUNKS`` or when the client
+leaves; a "silent" answer after ``SILENCE_S``), so nothing outlives a case.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +40,14 @@ class Script:
     token_ids: bool = True
     """Send each chunk's token ids (vLLM's ``return_token_ids``); other servers do not."""
     text: list[str] = field(default_factory=lambda: ["Hello", " there", "."])
+    replies: list[str] | None = None
+    """One reply per completion request, in order (None: ``completion`` and ``text`` decide)."""
+    tokenizer: Callable[[str], list[int]] | None = None
+    """Token ids for a text (None: the demo model's tokenizer)."""
+    max_model_len: int = 4096
     seen: list[str] = field(default_factory=list)
+    prompts: list[str] = field(default_factory=list)
+    """The prompts of the completion requests ``replies`` answered."""
 
 
 class Standin:
@@ -43,9 +56,17 @@ class Standin:
         self.url = ""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ready = threading.Event()
-        from tokenizers import Tokenizer
+        if script.tokenizer is not None:
+            self._tokenize = script.tokenizer
+        else:
+            from tokenizers import Tokenizer
 
-        self._tokenizer = Tokenizer.from_file(str(DEMO_MODEL / "tokenizer.json"))
+            demo = Tokenizer.from_file(str(DEMO_MODEL / "tokenizer.json"))
+            self._tokenize = lambda text: list(demo.encode(text, add_special_tokens=False).ids)
+
+    @property
+    def prompts(self) -> list[str]:
+        return self.script.prompts
 
     def __enter__(self) -> Standin:
         threading.Thread(target=self._run, daemon=True).start()
@@ -82,7 +103,11 @@ class Standin:
         if path == "/health":
             return _send(writer, 200, "")
         if path == "/v1/models":
-            entry: dict[str, Any] = {"id": str(DEMO_MODEL), "object": "model", "max_model_len": 4096}
+            entry: dict[str, Any] = {
+                "id": str(DEMO_MODEL),
+                "object": "model",
+                "max_model_len": s.max_model_len,
+            }
             if s.models == "html":
                 return _send(writer, 200, "<html><body>Welcome to nginx!</body></html>", "text/html")
             if s.models == "list":
@@ -95,10 +120,13 @@ class Standin:
         if path == "/tokenize" and s.tokenize != "missing":
             if s.tokenize == "html":
                 return _send(writer, 200, "<html>not here</html>", "text/html")
-            ids = self._tokenizer.encode(body["prompt"], add_special_tokens=False).ids
-            return _send(writer, 200, json.dumps({"tokens": ids, "count": len(ids)}))
+            ids = self._tokenize(str(body.get("prompt", "")))
+            answer = {"tokens": ids, "count": len(ids), "max_model_len": s.max_model_len}
+            return _send(writer, 200, json.dumps(answer))
         if path == "/server_info" and s.server_info == "html":
             return _send(writer, 200, "<html>dev mode off</html>", "text/html")
+        if path in ("/v1/completions", "/v1/chat/completions") and s.replies is not None:
+            return await self._reply(writer, str(body.get("prompt", "")))
         if path in ("/v1/completions", "/v1/chat/completions"):
             return await self._stream(writer, int(body.get("max_tokens") or 16))
         return _send(writer, 404, json.dumps({"error": {"message": "Not Found"}}))
@@ -130,6 +158,33 @@ class Standin:
             await asyncio.sleep(0.001)
         if s.completion not in ("endless", "no_finish"):
             await _event(writer, "[DONE]")
+
+    async def _reply(self, writer: asyncio.StreamWriter, prompt: str) -> None:
+        """The script's next reply to ``prompt``, 7 characters a chunk, each with its token ids."""
+        from backend.engine.warmup import WARM_UP_PROMPT
+
+        s = self.script
+        assert s.replies is not None
+        if WARM_UP_PROMPT in prompt:
+            reply = "Warm."
+        else:
+            s.prompts.append(prompt)
+            index = len(s.prompts) - 1
+            reply = s.replies[index] if index < len(s.replies) else "(the script has no more replies)"
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n")
+        pieces = [reply[i : i + 7] for i in range(0, len(reply), 7)] or [""]
+        for number, piece in enumerate(pieces):
+            choice: dict[str, Any] = {
+                "index": 0,
+                "text": piece,
+                "token_ids": self._tokenize(piece) if piece else [],
+                "finish_reason": "stop" if number == len(pieces) - 1 else None,
+            }
+            if number == 0:
+                choice["prompt_token_ids"] = self._tokenize(prompt)
+            await _event(writer, {"id": "cmpl-1", "object": "text_completion", "model": "scripted",
+                                  "choices": [choice]})  # fmt: skip
+        await _event(writer, "[DONE]")
 
 
 async def _event(writer: asyncio.StreamWriter, data: Any) -> None:

@@ -14,14 +14,14 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from backend.checkpoints import GeneratedCheckpoint
 from tests.published_templates import CURRENT, published
-from tests.scripted_server import ScriptedServer
+from tests.remote_standin import Script, Standin
 
 ROOT = Path(__file__).resolve().parents[1]
 Q = '<|"|>'
@@ -38,32 +38,34 @@ def model_folder(tiny: GeneratedCheckpoint, tmp_path_factory: pytest.TempPathFac
 
 
 @pytest.fixture
-def serve(model_folder: Path) -> Iterator[type[ScriptedServer]]:
+def serve(model_folder: Path) -> Iterator[Callable[[list[str]], Standin]]:
+    """Stand-ins that answer with scripted replies, tokenizing with the model folder's tokenizer."""
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_folder)
-    servers: list[ScriptedServer] = []
+    running: list[Standin] = []
 
-    class Server(ScriptedServer):
-        def __init__(self, script: list[str]) -> None:
-            super().__init__(
-                script, lambda text: list(tokenizer(text, add_special_tokens=False)["input_ids"])
-            )
-            servers.append(self)
+    def start(replies: list[str]) -> Standin:
+        script = Script(
+            replies=replies,
+            tokenizer=lambda text: list(tokenizer(text, add_special_tokens=False)["input_ids"]),
+        )
+        running.append(Standin(script).__enter__())
+        return running[-1]
 
-    yield Server
-    for server in servers:
-        server.close()
+    yield start
+    for standin in running:
+        standin.__exit__()
 
 
-def _ask(folder: Path, server: ScriptedServer, home: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+def _ask(folder: Path, server: Standin, home: Path, *flags: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "app.cli", "ask", "--model", str(folder), "--server", server.url, *flags]
     env = {**os.environ, "GEMMA_CHAT_HOME": str(home)}
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 
 
 def test_a_tool_turn_with_text_before_two_calls_and_a_stop_closed_call(
-    model_folder: Path, serve: type[ScriptedServer], tmp_path: Path
+    model_folder: Path, serve: Callable[[list[str]], Standin], tmp_path: Path
 ) -> None:
     server = serve(["Let me compute that." + CALC + TIME, CALC.removesuffix("<tool_call|>"), "It is 42."])
     done = _ask(model_folder, server, tmp_path, "What is 6*7, and the time?", "--yes")
@@ -86,7 +88,7 @@ def test_a_tool_turn_with_text_before_two_calls_and_a_stop_closed_call(
 
 
 def test_thinking_mode_shows_the_thought_apart_and_json_keeps_it(
-    model_folder: Path, serve: type[ScriptedServer], tmp_path: Path
+    model_folder: Path, serve: Callable[[list[str]], Standin], tmp_path: Path
 ) -> None:
     server = serve(
         [
@@ -108,7 +110,7 @@ def test_thinking_mode_shows_the_thought_apart_and_json_keeps_it(
 
 
 def test_a_bare_thought_label_and_the_text_output_of_a_thought(
-    model_folder: Path, serve: type[ScriptedServer], tmp_path: Path
+    model_folder: Path, serve: Callable[[list[str]], Standin], tmp_path: Path
 ) -> None:
     server = serve(["thought\nParis is the capital of France."])
     done = _ask(model_folder, server, tmp_path, "Capital of France?", "--no-tools")
