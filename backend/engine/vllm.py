@@ -147,7 +147,9 @@ class VllmEngine:
         if self._env_before is not None or self._llm is not None or self._closing:
             return
         vllm_env.prepare()
-        self._env_before = start_env.predicted(start_env.current(), self.config.env_values(), {})
+        with _START_LOCK:  # not while another start has its variables (and vLLM's) in the environment
+            environment = start_env.current()
+        self._env_before = start_env.predicted(environment, self.config.env_values(), {})
         if os.environ.get(EARLY_CORE_VARIABLE) == "0" or not cpu_build():
             return
         changes = StartEnv().changes(self._env_key)
