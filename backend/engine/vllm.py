@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import gc
 import os
+import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
@@ -137,7 +138,8 @@ class VllmEngine:
 
     @property
     def _env_key(self) -> str:
-        return f"{self.config.profile.name}:{self.config.profile.speculation}"
+        """A path in this environment (two checkouts share the cache but not their libraries' paths)."""
+        return f"{sys.prefix}:{self.config.profile.name}:{self.config.profile.speculation}"
 
     def prestart(self) -> None:
         """On the CPU build, start the engine core's interpreter now, so it imports torch and vLLM
