@@ -150,9 +150,11 @@ def test_profiles_on_a_local_folder_with_a_sibling_assistant_shows_mtp(e2b: Path
     assert "plan: swap" in shown.stdout and "gpu_memory_utilization = 0.85" in shown.stdout
     assert "speculative_config = {'model': '" + str(e2b.parent / "gemma-4-E2B-it-assistant") in shown.stdout
     assert "'method': 'ngram'" not in shown.stdout
+    assert "also measures FlashAttention for the sliding layers" in shown.stdout, "a Triton card (8.9)"
     alone = _cli("--model", str(e2b_alone), "--gpu-memory", "80", "--gpu-capability", "9.0")
     assert "plan: side by side" in alone.stdout and "FlashAttention 4" in alone.stdout
     assert "no MTP drafter found" in alone.stdout and "'method': 'ngram'" not in alone.stdout
+    assert "also measures FlashAttention" not in alone.stdout, "FlashAttention 4 on every layer already"
     refused = _cli("--model", str(e2b), "--gpu-memory", "12")
     assert refused.returncode == 2 and "gives it 10.2 GiB" in refused.stderr
 

@@ -77,7 +77,13 @@ def _print_plan(plan: MemoryPlan) -> None:
     print("\nGPU memory plan (made before any engine starts):")
     for line in plan.lines():
         print(f"  {line}")
-    print(f"  attention: vLLM runs Gemma 4 on {expected_attention(plan.gpu.capability)}")
+    attention = expected_attention(plan.gpu.capability)
+    print(f"  attention: vLLM runs Gemma 4 on {attention}")
+    if "TRITON" in attention:
+        print(
+            "    `profiles --measure` on the card also measures FlashAttention for the sliding layers "
+            "(kept only faster with the same tokens)"
+        )
     print(f"  compare (F3): {COMPARE_BY_MODE[plan.mode]}")
 
 
