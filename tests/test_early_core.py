@@ -101,6 +101,19 @@ def test_only_the_engine_core_is_handed_over(clean_env: None) -> None:
     assert early_core.withdraw() is None, "no engine core was spawned"
 
 
+def test_an_interpreter_that_died_while_importing_is_replaced_by_a_fresh_spawn(
+    tmp_path: Path, clean_env: None
+) -> None:
+    waiting = early_core.prestart(start_env.current(), preload=())
+    os.kill(waiting.pid, 9)  # as if it crashed importing torch
+    time.sleep(0.5)
+    early_core.offer(waiting)
+    pid = _run(tmp_path / "out.json")
+    early_core.withdraw()
+    assert pid != waiting.pid and json.loads((tmp_path / "out.json").read_text())["pid"] == pid
+    assert waiting.said and waiting.said[0].startswith("spawned afresh: the waiting interpreter")
+
+
 def test_an_interpreter_nobody_takes_is_ended(clean_env: None) -> None:
     waiting = early_core.prestart(start_env.current(), preload=())
     assert waiting.alive()

@@ -233,14 +233,17 @@ class _Handed(_SpawnPopen):  # type: ignore[misc]
             self._fds = []
             super()._launch(process_obj)
             return
-        waiting.taken = True
+        try:  # blocks while the interpreter still imports (the pipe holds 64 KiB): it reads when done
+            _write_all(waiting.parent_w, data.getbuffer())
+        except OSError as error:  # it died before reading (a crash while importing): spawn afresh
+            waiting.said.append(f"spawned afresh: the waiting interpreter is gone ({error})")
+            waiting.end()
+            super()._launch(process_obj)
+            return
+        waiting.taken = waiting.ended = True
         self.pid = waiting.pid
         self.sentinel = waiting.parent_r
-        try:
-            _write_all(waiting.parent_w, data.getbuffer())
-        finally:
-            self.finalizer = util.Finalize(self, util.close_fds, [waiting.parent_r, waiting.parent_w])
-        waiting.ended = True
+        self.finalizer = util.Finalize(self, util.close_fds, [waiting.parent_r, waiting.parent_w])
         waiting.said.append("the engine core went to the interpreter started early")
 
 
