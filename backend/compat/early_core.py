@@ -15,9 +15,9 @@ the environment is the one the waiting interpreter runs with, variable for varia
 some while it starts: ``backend.engine.start_env`` learns them from the previous start); standard
 error is the same file; nothing needs passing but the pipe and the resource tracker's descriptor.
 Otherwise the waiting interpreter is ended and vLLM spawns as always. A start that never reaches
-the spawn ends the waiting interpreter too (``discard``).
+the spawn ends the waiting interpreter too (``Waiting.end``).
 
-Standard library only at import (the ``.pth`` hook imports it in every interpreter).
+Standard library only at import: the waiting interpreter imports it before torch and vLLM.
 """
 
 from __future__ import annotations
@@ -73,8 +73,8 @@ class Waiting:
     tracker_fd: int
     env: dict[str, str]
     stderr: tuple[int, int]
-    taken: bool = False
     ended: bool = False
+    """Ended by ``end``, or handed its process object (from then on it is the spawn's child)."""
     said: list[str] = field(default_factory=list)
     """Why it was not handed over (or that it was), for the engine log."""
 
@@ -89,9 +89,8 @@ class Waiting:
 
     def mismatch(self, process_obj: Any) -> str | None:
         """Why ``process_obj`` may not go to this interpreter (None: it may)."""
-        target = getattr(getattr(process_obj, "_target", None), "__qualname__", "")
-        if not target.endswith(ENGINE_CORE_TARGET):
-            return f"not vLLM's engine core ({target or 'no target'})"
+        if not _is_engine_core(process_obj):
+            return f"not vLLM's engine core ({_target_name(process_obj) or 'no target'})"
         now = dict(os.environ)
         if now != self.env:
             changed = sorted(k for k in now.keys() | self.env.keys() if now.get(k) != self.env.get(k))
@@ -105,27 +104,35 @@ class Waiting:
         return None
 
     def end(self) -> None:
-        """End the interpreter (when it was not handed over) and close this side's descriptors."""
+        """End the interpreter (unless it was handed over) and close this side's descriptors."""
         if self.ended:
             return
         self.ended = True
-        if not self.taken:
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-                os.waitpid(self.pid, 0)
-            except (ProcessLookupError, ChildProcessError):
-                pass
-            for fd in (self.parent_r, self.parent_w):
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+        for fd in (self.parent_r, self.parent_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 _lock = threading.Lock()
 _slot: Waiting | None = None
 """The interpreter the next engine-core spawn may take (one start at a time sets it)."""
-_original_popen: Callable[[Any], Any] | None = None
+_ORIGINAL_POPEN: Callable[[Any], Any] = context.SpawnProcess._Popen
+"""``spawn``'s own Popen factory (what every other process, and a mismatch, gets)."""
 _seen: dict[str, str] | None = None
 """The environment the last engine core was spawned with (``withdraw`` hands it out)."""
+
+
+def _target_name(process_obj: Any) -> str:
+    return str(getattr(getattr(process_obj, "_target", None), "__qualname__", ""))
+
+
+def _is_engine_core(process_obj: Any) -> bool:
+    return _target_name(process_obj).endswith(ENGINE_CORE_TARGET)
 
 
 def _stderr_identity() -> tuple[int, int]:
@@ -240,7 +247,7 @@ class _Handed(_SpawnPopen):  # type: ignore[misc]
             waiting.end()
             super()._launch(process_obj)
             return
-        waiting.taken = waiting.ended = True
+        waiting.ended = True
         self.pid = waiting.pid
         self.sentinel = waiting.parent_r
         self.finalizer = util.Finalize(self, util.close_fds, [waiting.parent_r, waiting.parent_w])
@@ -249,29 +256,26 @@ class _Handed(_SpawnPopen):  # type: ignore[misc]
 
 def _popen(process_obj: Any) -> Any:
     global _slot, _seen
-    target = getattr(getattr(process_obj, "_target", None), "__qualname__", "")
     with _lock:
         waiting, _slot = _slot, None
-        if target.endswith(ENGINE_CORE_TARGET):
+        if _is_engine_core(process_obj):
             _seen = dict(os.environ)
-    assert _original_popen is not None
     if waiting is None:
-        return _original_popen(process_obj)
+        return _ORIGINAL_POPEN(process_obj)
     why = waiting.mismatch(process_obj)
     if why is not None:
         waiting.said.append(f"spawned afresh: {why}")
         waiting.end()
-        return _original_popen(process_obj)
+        return _ORIGINAL_POPEN(process_obj)
     return _Handed(process_obj, waiting)
 
 
 def offer(waiting: Waiting | None) -> None:
     """Let the next ``spawn`` of vLLM's engine core take ``waiting`` (None: take nothing)."""
-    global _slot, _original_popen
+    global _slot
     with _lock:
-        if _original_popen is None:
-            _original_popen = context.SpawnProcess._Popen
-            context.SpawnProcess._Popen = staticmethod(_popen)  # type: ignore[method-assign,assignment]
+        if context.SpawnProcess._Popen is not _popen:
+            context.SpawnProcess._Popen = staticmethod(_popen)
         _slot = waiting
 
 

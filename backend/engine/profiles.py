@@ -244,8 +244,7 @@ def engine_config(
     notes: tuple[str, ...] = ()
     if profile == EngineProfile.optimized():
         speculative, notes, measured = _optimized_speculation(source, settings, gpu)
-        attention = measured.attention_config() if measured is not None and gpu else None
-        if attention and measured is not None:
+        if gpu and measured is not None and (attention := measured.attention_config()):
             args["attention_config"] = Argument(
                 attention,
                 f"measured here with this speculation: {measured.attention_speedup:.2f}x over vLLM's own "

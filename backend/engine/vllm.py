@@ -89,11 +89,11 @@ class VllmEngine:
         """While a start runs: the child processes this process had before it (the start's own are new)."""
         self._closing = False
         self._early: early_core.Waiting | None = None
+        """The engine core's interpreter, started early (``prestart``) and not yet taken."""
         self.early_start: str | None = None
         """What became of the last start's early engine-core interpreter (None: there was none)."""
         self._env_before: dict[str, str] | None = None
         """This start's environment before vLLM was imported, with the engine's own variables."""
-        """The engine core's interpreter, started early (``prestart``) and not yet taken."""
 
     @property
     def started(self) -> bool:
@@ -118,8 +118,7 @@ class VllmEngine:
         # the engine core has died in between: ask now, while it is known to be alive (cached after).
         await self._answer(self._llm.get_supported_tasks())
         model_config = self._llm.model_config
-        if self._renderer is None:
-            self._renderer = await asyncio.to_thread(PromptRenderer.for_model, str(self.source.path))
+        await asyncio.to_thread(self._prompt_renderer)  # where loading it beside the start failed
         self.info = EngineInfo(
             model=self.source.name,
             max_model_len=int(model_config.max_model_len),

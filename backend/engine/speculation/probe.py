@@ -159,7 +159,7 @@ async def measure_speculation(
     chosen = [p for p in parity_prompts(frozenset({"text"})) if not p.history][:prompts]
     requests = [p.request(renderer, sampling, tag="probe-") for p in chosen]
     candidates = _candidates(source, settings, drafts)
-    await _measured(candidates, requests, rounds, log_dir, say)
+    await _measure(candidates, requests, rounds, log_dir, say)
     reference = candidates[0]
     runs = [c.run(reference) for c in candidates]
     choice = choose(runs[0], runs[1:])
@@ -168,7 +168,7 @@ async def measure_speculation(
         base = next(c for c in candidates if (c.method, c.drafts) == (choice.method, choice.drafts))
         tried = [_with_attention(base, config) for config in others]
         say(f"attention: {len(tried)} candidate(s) with {base.label}, against vLLM's own")
-        await _measured(tried, requests, rounds, log_dir, say)
+        await _measure(tried, requests, rounds, log_dir, say)
         choice = choose_attention(choice, base.run(reference), [c.run(reference) for c in tried])
     if store:
         store_choice(choice_key(source, settings, on_gpu()), choice)
@@ -195,23 +195,6 @@ def _with_attention(base: _Candidate, attention: dict[str, object]) -> _Candidat
     )
 
 
-async def _measured(
-    candidates: list[_Candidate],
-    requests: list[EngineRequest],
-    rounds: int,
-    log_dir: Path,
-    say: Callable[[str], None],
-) -> None:
-    """``_measure``, every engine it started shut down after."""
-    try:
-        await _measure(candidates, requests, rounds, log_dir, say)
-    finally:
-        for candidate in candidates:
-            if candidate.engine is not None:
-                await candidate.engine.shutdown()
-                candidate.engine = None
-
-
 async def _measure(
     candidates: list[_Candidate],
     requests: list[EngineRequest],
@@ -221,38 +204,48 @@ async def _measure(
 ) -> None:
     """All candidates up at once, taking turns per prompt (the order rotating, each run after a
     pause for the last one's engine to go quiet), ``rounds`` times over the prompts; one after
-    another where free memory cannot hold them all."""
-    started: list[tuple[_Candidate, VllmEngine]] = []
-    before, footprint = process_tree_rss(), 0
-    gpu = on_gpu()
-    for index, candidate in enumerate(candidates):
+    another where free memory cannot hold them all. Every engine it started is shut down after."""
+    try:
+        started: list[tuple[_Candidate, VllmEngine]] = []
+        before, footprint = process_tree_rss(), 0
+        gpu = on_gpu()
+        for index, candidate in enumerate(candidates):
+            if gpu:
+                break  # each candidate's engine takes the optimized path's whole share: one at a time
+            if index == 1:
+                footprint = process_tree_rss() - before
+            if index >= 1 and not room_for_another(footprint)[0]:
+                break
+            say(f"starting the {candidate.label} engine ({index + 1} of {len(candidates)})")
+            started.append((candidate, await _start(candidate, log_dir, requests[0])))
+        else:
+            for r in range(rounds):
+                for i, request in enumerate(requests):
+                    where = f"round {r + 1} of {rounds}, prompt {i + 1} of {len(requests)}"
+                    say(f"{where}: every candidate, in turn")
+                    for j in range(len(started)):
+                        await settle()  # the candidate that ran last has stopped looking at its ring
+                        await _decode(*started[(r + i + j) % len(started)], request, r)
+            return
         if gpu:
-            break  # each candidate's engine takes the optimized path's whole share: one at a time
-        if index == 1:
-            footprint = process_tree_rss() - before
-        if index >= 1 and not room_for_another(footprint)[0]:
-            break
-        say(f"starting the {candidate.label} engine ({index + 1} of {len(candidates)})")
-        started.append((candidate, await _start(candidate, log_dir, requests[0])))
-    else:
-        for r in range(rounds):
-            for i, request in enumerate(requests):
-                say(f"round {r + 1} of {rounds}, prompt {i + 1} of {len(requests)}: every candidate, in turn")
-                for j in range(len(started)):
-                    await settle()  # the candidate that ran last has stopped looking at its ring
-                    await _decode(*started[(r + i + j) % len(started)], request, r)
-        return
-    if gpu:
-        say("on a GPU each candidate gets the optimized path's share of the memory plan: one after another")
-    else:
-        say("free memory cannot hold every candidate at once: measuring them one after another")
-    for candidate in candidates:
-        engine = candidate.engine or await _start(candidate, log_dir, requests[0])
-        for r in range(rounds):
-            for request in requests:
-                await _decode(candidate, engine, request, r)
-        await engine.shutdown()
-        candidate.engine = None
+            say(
+                "on a GPU each candidate gets the optimized path's share of the memory plan: "
+                "one after another"
+            )
+        else:
+            say("free memory cannot hold every candidate at once: measuring them one after another")
+        for candidate in candidates:
+            engine = candidate.engine or await _start(candidate, log_dir, requests[0])
+            for r in range(rounds):
+                for request in requests:
+                    await _decode(candidate, engine, request, r)
+            await engine.shutdown()
+            candidate.engine = None
+    finally:
+        for candidate in candidates:
+            if candidate.engine is not None:
+                await candidate.engine.shutdown()
+                candidate.engine = None
 
 
 async def _start(candidate: _Candidate, log_dir: Path, warm_up: EngineRequest) -> VllmEngine:
