@@ -34,10 +34,25 @@ def _launch(home: Path) -> Terminal:
     return Terminal([python, "-m", "app", "--demo"], env, cwd=str(ROOT))
 
 
+def _context(screen: str) -> str | None:
+    """The status bar's context gauge (``used/window``)."""
+    found = re.search(r"ctx \D*(\d+/\d+)", screen)
+    return found.group(1) if found else None
+
+
 def _send(term: Terminal, text: str) -> None:
+    """Send the first message of a new chat and wait for its turn to start."""
+    term.wait_for(lambda screen: (_context(screen) or "").startswith("0/"), 30, "an empty chat")
     term.type(text)
     term.press("enter")
-    term.wait_for(r"engine replying", 30, "the turn to start")
+    # A turn that started shows "engine replying" until it ends. While the baseline's engine holds
+    # both cores of a 2-core machine, this process (and the app) can get no CPU for seconds: the screen
+    # read next may already show the turn over. The context gauge has moved then (the prompt was sized).
+    term.wait_for(
+        lambda screen: "engine replying" in screen or not (_context(screen) or "0/").startswith("0/"),
+        30,
+        "the turn to start",
+    )
 
 
 def _turn_done(term: Terminal, timeout_s: float = 180) -> str:
