@@ -49,7 +49,9 @@ async def test_page_keys_in_the_prompt_scroll_the_chat(tmp_path: Path) -> None:
 
 
 async def test_scrolled_up_chat_stays_put_while_a_reply_streams(tmp_path: Path) -> None:
-    app, _ = make_app(tmp_path, lambda p: FakeEngine(p, delay_s=0.01, reply=lines(400)))
+    # long enough to be streaming still when the view has grown twice: the view grows in steps (the
+    # reply's re-rendering pauses in proportion to its cost, more so on a loaded machine)
+    app, _ = make_app(tmp_path, lambda p: FakeEngine(p, delay_s=0.01, reply=lines(1000)))
     async with app.run_test() as pilot:
         prompt = app.query_one(PromptInput)
         prompt.text = "stream a long one"

@@ -7,8 +7,8 @@ from markdown_it.rules_core import StateCore
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Label, Markdown, Sparkline, Static
-from textual.widgets.markdown import MarkdownStream
 
+from app.tui.widgets.markdown_stream import ThrottledMarkdownStream
 from app.tui.widgets.thought_block import ThoughtBlock
 from app.tui.widgets.tool_block import ToolBlock
 from backend.engine.metrics import TurnMetrics
@@ -86,7 +86,7 @@ class MessageView(Vertical):
         self.attachments = attachments
         self.status = status
         """How a stored reply ended when it did not simply finish (``stopped``, ``failed``)."""
-        self._stream: MarkdownStream | None = None
+        self._stream: ThrottledMarkdownStream | None = None
         self._rates: list[float] = []
         self.thought = ThoughtBlock(thought, metrics.thought_tokens if metrics else 0)
         self.tool_records = tool_records
@@ -124,9 +124,9 @@ class MessageView(Vertical):
         if not fragment:
             return
         if self._stream is None:
-            self._stream = Markdown.get_stream(self.body)
+            self._stream = ThrottledMarkdownStream(self.body)
         self.text += fragment
-        await self._stream.write(terminal_safe(fragment))
+        self._stream.write(terminal_safe(fragment))
 
     def settle(self, text: str, thought: str) -> None:
         """The reply as finally read (a marker may have re-sorted text that had streamed)."""
