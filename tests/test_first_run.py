@@ -34,22 +34,22 @@ def _launch(home: Path) -> Terminal:
     return Terminal([python, "-m", "app", "--demo"], env, cwd=str(ROOT))
 
 
-def _context(screen: str) -> str | None:
-    """The status bar's context gauge (``used/window``)."""
-    found = re.search(r"ctx \D*(\d+/\d+)", screen)
-    return found.group(1) if found else None
+def _context_used(screen: str) -> int | None:
+    """The tokens the status bar's context gauge counts (``used/window``), None where not shown."""
+    found = re.search(r"ctx \D*(\d+)/\d+", screen)
+    return int(found.group(1)) if found else None
 
 
 def _send(term: Terminal, text: str) -> None:
     """Send the first message of a new chat and wait for its turn to start."""
-    term.wait_for(lambda screen: (_context(screen) or "").startswith("0/"), 30, "an empty chat")
+    term.wait_for(lambda screen: _context_used(screen) == 0, 30, "an empty chat")
     term.type(text)
     term.press("enter")
     # A turn that started shows "engine replying" until it ends. While the baseline's engine holds
     # both cores of a 2-core machine, this process (and the app) can get no CPU for seconds: the screen
     # read next may already show the turn over. The context gauge has moved then (the prompt was sized).
     term.wait_for(
-        lambda screen: "engine replying" in screen or not (_context(screen) or "0/").startswith("0/"),
+        lambda screen: "engine replying" in screen or (_context_used(screen) or 0) > 0,
         30,
         "the turn to start",
     )

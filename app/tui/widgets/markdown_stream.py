@@ -61,9 +61,9 @@ class ThrottledMarkdownStream:
             self._task = asyncio.create_task(self._run())
 
     async def _run(self) -> None:
-        while not self._stopping.is_set():
+        while True:
             await self._arrived.wait()
-            if self._stopping.is_set():
+            if self._stopping.is_set():  # ``stop`` sets both
                 return
             self._arrived.clear()
             text = "".join(self._pending)
