@@ -22,12 +22,13 @@ from backend.chat.compare import CompareResult
 from backend.chat.rendering import dispatch
 from backend.chat.turn import FixedPrompt, TurnOptions, TurnPipeline, check_towers
 from backend.chat.verdict import Verdict
+from backend.engine.env import import_engine
 from backend.engine.factory import make_engine, new_log_path, remote_engine, resolve_model, server_for
 from backend.engine.gpu import GpuRefused
 from backend.engine.log import capture_stderr
 from backend.engine.placement import plan_for
 from backend.engine.protocol import Engine, Finished, PathEngine, SamplingSettings
-from backend.engine.startup import StartClock, import_engine, timings
+from backend.engine.startup import StartClock, timings
 from backend.engine.vllm import VllmEngine
 from backend.engine.warmup import warm_up
 from backend.errors import GemmaChatError
@@ -138,6 +139,8 @@ async def _ask(
                 await asyncio.to_thread(import_engine)  # what the start would import, timed apart
             mark("imports")
             info = await engine.start(out.progress)
+            if info.start_note:
+                console.write(f"gemma-chat: {name} engine: {info.start_note}\n")
             mark("engine")
             out.progress("warming up")
             await warm_up(engine)  # not shown: the turn is timed on a warm engine

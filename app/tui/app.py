@@ -150,6 +150,9 @@ class GemmaChatApp(QuitActions, BranchActions, ChatActions, AttachActions, ToolA
             self.notify(f"{state.profile} engine: {state.detail}", severity="error", timeout=15)
         if state.info is not None:
             self.status.context_window = state.info.max_model_len
+            if state.stage == "ready" and state.info.start_note:
+                note = f"{state.profile} engine: {state.info.start_note}"
+                self.notify(note, severity="warning", timeout=15)
             if state.stage == "ready" and state.info.engine_args.get("tokenizer_check"):
                 server = state.info.engine_args.get("server")
                 self.notify(f"{server} has no /tokenize: the check that it serves this model was skipped.")

@@ -7,6 +7,7 @@ Standard library only until a patched module is actually imported.
 * ``torchvision_ops``: the package index's CUDA-built torchvision imports beside CPU torch.
 * ``gemma4_audio``: Gemma 4's audio tower runs on vLLM's CPU build.
 * ``cpu_linear``: the optimized path's bfloat16 linear kernel (only where its engine asks).
+* ``forced_linear``: an AVX2 CPU's bfloat16 linears on any CPU (only where ``GEMMA_CHAT_FORCE_LINEAR`` asks).
 * ``one_call_step``: the optimized engine's decode step is one call to its worker, not two.
 * ``prefill_drafts``: the optimized engine's first token does not wait for the drafter, and a
   step that asks for no drafts runs no drafter.
@@ -25,6 +26,7 @@ from backend.compat import (
     aot_cache_load,
     centroid_drafts,
     cpu_linear,
+    forced_linear,
     gemma4_audio,
     one_call_step,
     prefill_drafts,
@@ -38,6 +40,7 @@ from backend.compat import (
 def install_import_hooks() -> None:
     torchvision_ops.install_import_hook()
     gemma4_audio.install_import_hook()
+    forced_linear.install_import_hook()
     cpu_linear.install_import_hook()
     one_call_step.install_import_hook()
     prefill_drafts.install_import_hook()

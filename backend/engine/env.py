@@ -4,6 +4,7 @@ variables set while it starts (its spawned processes inherit them)."""
 from __future__ import annotations
 
 import os
+import threading
 
 DEFAULTS = {
     # vLLM logs to stdout by default; gemma-chat's stdout is the reply, so its log goes to stderr
@@ -19,6 +20,23 @@ def prepare() -> None:
     """Set vLLM's environment defaults (the user's own values win). Call before importing vllm."""
     for name, value in DEFAULTS.items():
         os.environ.setdefault(name, value)
+
+
+_IMPORT_LOCK = threading.Lock()
+
+
+def import_engine() -> None:
+    """Import vLLM's engine modules (and transformers through them) on one thread at a time.
+
+    Two threads importing them for the first time at once (two engine starts, or one start and
+    a tokenizer loading beside it) see each other's half-initialized modules: ``cannot import
+    name 'PreTrainedConfig' from 'transformers'`` stopped every ``bench`` start. Whoever comes
+    second waits here until the first import is complete; after that this costs nothing."""
+    prepare()
+    with _IMPORT_LOCK:
+        import transformers  # noqa: F401  (its lazy module finishes before vLLM reads it)
+        import vllm.engine.arg_utils
+        import vllm.v1.engine.async_llm  # noqa: F401
 
 
 def apply_env(values: dict[str, str]) -> dict[str, str | None]:

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from backend.compat.uni_worker import ENV as UNI_WORKER_ENV
 from backend.engine.argument import Argument
+from backend.engine.compile_cache import with_graph_key
 from backend.engine.cpu_env import optimized_cpu_env, speculating_cpu_env
 from backend.engine.gpu import GpuRefused
 from backend.engine.gpu_args import gpu_arguments, gpu_env
@@ -84,7 +85,9 @@ class EngineConfig:
     """What shaped the arguments beyond them (a measured speculation choice)."""
 
     def engine_kwargs(self) -> dict[str, Any]:
-        return {name: arg.value for name, arg in self.args.items()}
+        """vLLM's arguments, with the key that keeps this engine's compiled graph its own
+        (``backend.engine.compile_cache``)."""
+        return with_graph_key({name: arg.value for name, arg in self.args.items()}, self.env_values())
 
     def env_values(self) -> dict[str, str]:
         return {name: str(arg.value) for name, arg in self.env.items()}

@@ -119,6 +119,8 @@ class EngineInfo:
     engine_args: dict[str, Any]
     environment: dict[str, str] = field(default_factory=dict)
     """Environment variables the engine's processes were started with (beyond the user's own)."""
+    start_note: str | None = None
+    """What the start did beyond the ordinary, for the user (a cached compiled graph set aside)."""
 
 
 class Engine(Protocol):

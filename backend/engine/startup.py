@@ -54,15 +54,6 @@ def launched_at() -> float:
     return psutil.Process().create_time()
 
 
-def import_engine() -> None:
-    """Import what an in-process engine's start imports (so that time is counted as imports)."""
-    from backend.engine import env as vllm_env
-
-    vllm_env.prepare()
-    import vllm.engine.arg_utils
-    import vllm.v1.engine.async_llm  # noqa: F401
-
-
 @dataclass
 class StartClock:
     """The marks this process takes along one start: each stage's end, by name."""

@@ -14,15 +14,15 @@ import gc
 import os
 import sys
 import threading
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import psutil
 
 from backend.compat import early_core
+from backend.engine import compile_cache, start_env
 from backend.engine import env as vllm_env
-from backend.engine import start_env
 from backend.engine.log import diagnose, tail
 from backend.engine.metrics import MetricsTracker
 from backend.engine.model_source import ModelSource
@@ -94,6 +94,8 @@ class VllmEngine:
         """What became of the last start's early engine-core interpreter (None: there was none)."""
         self._env_before: dict[str, str] | None = None
         """This start's environment before vLLM was imported, with the engine's own variables."""
+        self.start_note: str | None = None
+        """What the last start did beyond the ordinary (a cached graph set aside), for the user."""
 
     @property
     def started(self) -> bool:
@@ -103,17 +105,21 @@ class VllmEngine:
         if self._llm is not None and self.info is not None:
             return self.info
         say = progress or (lambda _stage: None)
+        self.start_note = None
         say("loading the model and warming up the engine")
-        # The prompt renderer (the tokenizer) loads while the engine core starts: this process waits then.
-        renderer = asyncio.ensure_future(asyncio.to_thread(self._load_renderer))
+        renderer: asyncio.Future[None] | None = None
         try:
-            self._llm = await asyncio.to_thread(self._build)
+            await asyncio.to_thread(self._imports)
+            # The prompt renderer (the tokenizer) loads while the engine core starts: this process waits then.
+            renderer = asyncio.ensure_future(asyncio.to_thread(self._load_renderer))
+            self._llm = await self._build_or_compile_afresh(say)
         except GemmaChatError:
             raise
         except Exception as error:  # vLLM raises many types; the log says which problem it was
             raise diagnose(error, tail(self.log_path, 20000), self.log_path) from None
         finally:
-            await asyncio.wait({renderer})
+            if renderer is not None:
+                await asyncio.wait({renderer})
         # vLLM asks its engine core for these on the first request, and that call waits forever if
         # the engine core has died in between: ask now, while it is known to be alive (cached after).
         await self._answer(self._llm.get_supported_tasks())
@@ -125,9 +131,38 @@ class VllmEngine:
             modalities=self.source.modalities(),
             engine_args=self.config.engine_kwargs(),
             environment=self.config.env_values(),
+            start_note=self.start_note,
         )
         say("ready")
         return self.info
+
+    def _imports(self) -> None:
+        """The early engine core first (it imports beside this process), then vLLM, one thread at a time."""
+        self.prestart()
+        vllm_env.import_engine()
+
+    async def _build_or_compile_afresh(self, say: Callable[[str], None]) -> Any:
+        """Build the engine; where the start failed after vLLM loaded a compiled graph from its
+        cache, set that entry aside and build once more, compiling afresh (``compile_cache``)."""
+        offset = compile_cache.log_size(self.log_path)
+        try:
+            return await asyncio.to_thread(self._build)
+        except GemmaChatError:
+            raise
+        except Exception:
+            entry = compile_cache.loaded_entry(compile_cache.log_since(self.log_path, offset))
+            if entry is None or self._closing:
+                raise
+        moved = await asyncio.to_thread(compile_cache.set_aside, entry)
+        where = f"moved to {moved}" if moved is not None else "removed"
+        self.start_note = (
+            f"The compiled graph in vLLM's compile cache failed to load ({entry}); it was {where} "
+            "and the engine compiled afresh."
+        )
+        with contextlib.suppress(OSError):  # fd 2: the engine log while an engine starts
+            os.write(2, f"gemma-chat: {self.start_note}\n".encode())
+        say("the cached compiled graph failed to load: compiling afresh")
+        return await asyncio.to_thread(self._build)
 
     def _load_renderer(self) -> None:
         try:
@@ -162,8 +197,7 @@ class VllmEngine:
             self._early = None
 
     def _build(self) -> Any:
-        vllm_env.prepare()
-        self.prestart()
+        self._imports()
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 

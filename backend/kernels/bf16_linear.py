@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from backend.kernels.env import THREADS_ENV
+from backend.kernels.env import FORCE_ENV, THREADS_ENV, forced
 
 Linear = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -29,7 +29,15 @@ _lib: ctypes.CDLL | None = None
 
 
 def usable_here() -> str | None:
-    """None where the kernel reproduces PyTorch's bfloat16 linear, else the reason it does not."""
+    """None where the kernel reproduces PyTorch's bfloat16 linear, else the reason it does not.
+
+    ``GEMMA_CHAT_FORCE_LINEAR`` decides instead of the CPU: ``kernel`` makes the engines compute
+    as an AVX2 CPU does (``backend.compat.forced_linear``), where the kernel applies."""
+    force = forced()
+    if force == "kernel":
+        return None
+    if force is not None:
+        return f"{FORCE_ENV}={force}: the kernel is not used"
     capability = torch.backends.cpu.get_cpu_capability()
     if capability != "AVX2":
         return f"PyTorch uses its {capability} kernels here (the kernel reproduces the AVX2 ones)"

@@ -1,0 +1,130 @@
+"""vLLM's compile cache, one compiled graph per engine path: the key gemma-chat adds, and what
+happens when a cached graph fails to load.
+
+vLLM keys its compile cache (the AOT-compiled model and the inductor cache beneath it, under
+``VLLM_CACHE_ROOT/torch_compile_cache/torch_aot_compile/<hash>``) by its own configuration and the
+model's source. What gemma-chat patches into an engine's processes is in neither: with one shared
+entry, the baseline loaded the optimized path's graph, which calls the bfloat16 linear kernel's
+operator that the baseline never loads, and died; the other order ran the optimized path on the
+baseline's graph, without the kernel. vLLM hashes its ``additional_config`` into the key (a free
+dictionary for plug-ins; nothing on the paths gemma-chat runs reads it), so every engine passes
+``{"gemma_chat_graph": <digest>}``: a digest of every ``GEMMA_CHAT_*`` variable the engine's
+processes start with (the kernel's thread count aside: threads change no bit and no graph), the
+kernel's build (a digest of the compiled file itself) and the forced CPU-class decisions in the
+process's environment. The paths differ in those variables on a CPU, so each loads only what it
+compiled; an entry written before the key existed (no ``additional_config``) is never loaded.
+
+If a start fails after vLLM loaded a graph from the cache (its log says ``Directly load AOT
+compilation from path …``), that entry is set aside and the engine starts once more, compiling
+afresh; the engine log and the app say so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import time
+from collections.abc import Mapping
+from functools import lru_cache
+from pathlib import Path
+
+from backend.kernels.env import FORCE_ENV, KERNEL_ENV, THREADS_ENV
+
+GRAPH_KEY = "gemma_chat_graph"
+KEY_VERSION = 1
+"""Bumped when the key's recipe changes, so entries keyed the old way are not loaded."""
+OWN_PREFIX = "GEMMA_CHAT_"
+NOT_IN_GRAPH = frozenset({THREADS_ENV})
+PROCESS_VARIABLES = (FORCE_ENV, "GEMMA_CHAT_CPU_LINEAR_MIN_WEIGHTS")
+"""Variables that alter the traced graph when they are set in the app's own environment (the
+engine's processes inherit it): forced decisions and the kernel's layer-size threshold."""
+_LOADED = re.compile(r"Directly load AOT compilation from path (\S+)")
+SET_ASIDE_DIR = "set-aside-by-gemma-chat"
+
+
+@lru_cache(maxsize=8)
+def _file_digest(path: str, size: int, mtime_ns: int) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for chunk in iter(lambda: file.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()[:16]
+
+
+def kernel_digest(path: str) -> str:
+    """The compiled kernel's own digest (a rebuilt file is another graph's operator)."""
+    try:
+        stat = os.stat(path)
+        return _file_digest(path, stat.st_size, stat.st_mtime_ns)
+    except OSError:
+        return "unreadable"
+
+
+def graph_factors(env: Mapping[str, str], environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What the graph key is a digest of: the engine's ``GEMMA_CHAT_*`` variables, the kernel's
+    build, and the forced decisions of the process environment."""
+    environ = os.environ if environ is None else environ
+    factors = {k: v for k, v in env.items() if k.startswith(OWN_PREFIX) and k not in NOT_IN_GRAPH}
+    for name in PROCESS_VARIABLES:
+        if name not in factors and environ.get(name):
+            factors[name] = environ[name]
+    if KERNEL_ENV in factors:
+        factors["kernel build"] = kernel_digest(factors[KERNEL_ENV])
+    return factors
+
+
+def graph_key(env: Mapping[str, str], environ: Mapping[str, str] | None = None) -> str:
+    """The value of ``additional_config["gemma_chat_graph"]`` for an engine with ``env``."""
+    text = json.dumps([KEY_VERSION, sorted(graph_factors(env, environ).items())])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def with_graph_key(kwargs: dict[str, object], env: Mapping[str, str]) -> dict[str, object]:
+    """vLLM's engine arguments with the graph key in ``additional_config``."""
+    extra = kwargs.get("additional_config")
+    merged = {**(extra if isinstance(extra, dict) else {}), GRAPH_KEY: graph_key(env)}
+    return {**kwargs, "additional_config": merged}
+
+
+def loaded_entry(log_text: str) -> Path | None:
+    """The cache entry (the hash directory) the engine loaded a compiled graph from, per its log."""
+    found = _LOADED.findall(log_text)
+    if not found:
+        return None
+    model = Path(found[-1])  # …/torch_aot_compile/<hash>/rank_<r>_<dp>/model
+    return model.parent.parent if model.parent.name.startswith("rank_") else model.parent
+
+
+def set_aside(entry: Path) -> Path | None:
+    """Move a cache entry out of vLLM's way (beside it, for a look); None where it could not move:
+    then it is removed, and where that fails too the next start meets it again."""
+    target = entry.parent / SET_ASIDE_DIR / f"{entry.name}-{int(time.time())}"
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        entry.rename(target)
+        return target
+    except OSError:
+        shutil.rmtree(entry, ignore_errors=True)
+        return None
+
+
+def log_size(path: Path | None) -> int:
+    try:
+        return path.stat().st_size if path is not None else 0
+    except OSError:
+        return 0
+
+
+def log_since(path: Path | None, offset: int, limit: int = 1 << 20) -> str:
+    """The engine log written since ``offset`` (its last ``limit`` bytes)."""
+    if path is None or not path.is_file():  # never open a FIFO or a device in its place
+        return ""
+    try:
+        with open(path, "rb") as file:
+            file.seek(max(offset, log_size(path) - limit))
+            return file.read(limit).decode(errors="replace")
+    except OSError:
+        return ""
