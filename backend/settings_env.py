@@ -22,6 +22,7 @@ OTHER_VARIABLES = frozenset(
         "GEMMA_CHAT_CPU_LINEAR",  # backend/kernels/env.py
         "GEMMA_CHAT_CPU_LINEAR_THREADS",
         "GEMMA_CHAT_CPU_LINEAR_MIN_WEIGHTS",  # backend/kernels/bf16_linear.py
+        "GEMMA_CHAT_FORCE_LINEAR",  # backend/kernels/env.py: the bfloat16 linear decision, forced
         "GEMMA_CHAT_NO_PREFILL_DRAFTS",  # backend/compat/*.py
         "GEMMA_CHAT_ONE_CALL_STEP",
         "GEMMA_CHAT_SAMPLED_ROW_DRAFTS",

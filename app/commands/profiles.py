@@ -7,6 +7,7 @@ import asyncio
 
 from app.commands.flags import settings_from_args
 from backend import paths
+from backend.engine.compile_cache import GRAPH_REASON
 from backend.engine.factory import resolve_model
 from backend.engine.gpu import GpuRefused, described_gpu, parse_capability
 from backend.engine.gpu_args import expected_attention
@@ -132,6 +133,8 @@ def run_profiles(args: argparse.Namespace) -> int:
             print(f"  {arg_name} = {arg.value!r}\n      {arg.reason}")
         for env_name, arg in config.env.items():
             print(f"  env {env_name}={arg.value}\n      {arg.reason}")
+        graph = config.engine_kwargs()["additional_config"]
+        print(f"  additional_config = {graph!r}\n      {GRAPH_REASON}")
         for config_note in config.notes:
             print(f"  note: {config_note}")
     return 0

@@ -9,8 +9,8 @@ operator that the baseline never loads, and died; the other order ran the optimi
 baseline's graph, without the kernel. vLLM hashes its ``additional_config`` into the key (a free
 dictionary for plug-ins; nothing on the paths gemma-chat runs reads it), so every engine passes
 ``{"gemma_chat_graph": <digest>}``: a digest of every ``GEMMA_CHAT_*`` variable the engine's
-processes start with (the kernel's thread count aside: threads change no bit and no graph), the
-kernel's build (a digest of the compiled file itself) and the forced CPU-class decisions in the
+processes start with (the kernel's thread count aside: threads change no bit and no graph; the
+kernel by a digest of the compiled file itself, not its path) and the forced CPU-class decisions in the
 process's environment. The paths differ in those variables on a CPU, so each loads only what it
 compiled; an entry written before the key existed (no ``additional_config``) is never loaded.
 
@@ -36,6 +36,10 @@ from backend.kernels.env import FORCE_ENV, KERNEL_ENV, THREADS_ENV
 GRAPH_KEY = "gemma_chat_graph"
 KEY_VERSION = 1
 """Bumped when the key's recipe changes, so entries keyed the old way are not loaded."""
+GRAPH_REASON = (
+    "vLLM's compile cache keyed by what gemma-chat patches into this engine (its GEMMA_CHAT_* "
+    "variables, the kernel's build): each path loads only the graph it compiled"
+)
 OWN_PREFIX = "GEMMA_CHAT_"
 NOT_IN_GRAPH = frozenset({THREADS_ENV})
 PROCESS_VARIABLES = (FORCE_ENV, "GEMMA_CHAT_CPU_LINEAR_MIN_WEIGHTS")
@@ -71,8 +75,8 @@ def graph_factors(env: Mapping[str, str], environ: Mapping[str, str] | None = No
     for name in PROCESS_VARIABLES:
         if name not in factors and environ.get(name):
             factors[name] = environ[name]
-    if KERNEL_ENV in factors:
-        factors["kernel build"] = kernel_digest(factors[KERNEL_ENV])
+    if KERNEL_ENV in factors:  # the build, not where it lies (two homes share vLLM's cache)
+        factors[KERNEL_ENV] = kernel_digest(factors[KERNEL_ENV])
     return factors
 
 

@@ -16,6 +16,7 @@ from backend.compat.prefill_drafts import ENV as NO_PREFILL_DRAFTS_ENV
 from backend.compat.sampled_row_drafts import ENV as SAMPLED_ROW_DRAFTS_ENV
 from backend.compat.uni_worker import ENV as UNI_WORKER_ENV
 from backend.engine.argument import Argument
+from backend.kernels.env import AVX2_FORCES, FORCE_ENV, FORCE_VALUES, forced
 from backend.kernels.env import KERNEL_ENV as CPU_LINEAR_ENV
 from backend.kernels.env import THREADS_ENV as CPU_LINEAR_THREADS_ENV
 from backend.settings import EngineSettings
@@ -42,6 +43,11 @@ def optimized_cpu_env(settings: EngineSettings) -> tuple[dict[str, Argument], tu
         )
     else:
         notes = (f"bfloat16 linear kernel not used: {why_not}",)
+    asked = os.environ.get(FORCE_ENV, "").strip()
+    if asked and forced() is None:
+        notes = (*notes, f"{FORCE_ENV}={asked} ignored: it takes one of {', '.join(FORCE_VALUES)}")
+    elif forced() in AVX2_FORCES:
+        notes = (*notes, f"{FORCE_ENV}={forced()}: every engine computes bfloat16 linears as on AVX2")
     env[ONE_CALL_STEP_ENV] = Argument(
         1,
         "a decode step is one call from the engine core to the model worker instead of two: the "
