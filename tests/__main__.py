@@ -4,6 +4,7 @@ the last line is the wall time, in all and per step."""
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -28,32 +29,59 @@ NO_TESTS = 5
 """pytest's exit code when a marker selects no test."""
 
 
+SECOND_LANE = (
+    "tests/test_speculation.py",
+    "tests/test_path_graphs.py",
+    "tests/test_demo_model.py",
+    "tests/test_centroid_drafts.py",
+    "tests/test_swap.py",
+    "tests/test_early_core.py",
+    "tests/test_cpu_linear.py",
+    "tests/test_app_entry.py",
+)
+"""Engine tests that start engines of their own (no session-scoped engine fixture): they run after
+the tests without an engine, in that process, so that both cores start engines once those end."""
+
+
 def _pytest_in_parts(python: str, root: Path) -> int:
-    """Every test once, in three selections: the ``cpu_share`` tests alone, then the engine tests
-    and all others at once, in two pytest processes.
+    """Every test once, in two lanes after the ``cpu_share`` tests have run alone: one pytest
+    process runs the engine tests that share the session's engines, the other the tests without an
+    engine and then the engine tests of ``SECOND_LANE``.
 
     Most of an engine test's time is an engine start, and most of that (imports, the engine-core
-    process, torch.compile's code generation) keeps one core busy: the other of a 2-core machine
-    runs the tests without an engine meanwhile. The engine tests print as they run; the others'
-    output follows once both have ended."""
+    process, torch.compile's code generation) keeps one core busy: the other core of a 2-core
+    machine runs the second lane meanwhile. The first lane prints as it runs; the second lane's
+    output follows once both have ended. Each lane's wall time is printed at the end."""
     rest = f"not ({ENGINE} or {ALONE})"
+    engine = f"{ENGINE} and not {ALONE}"
     print(f"== pytest -m '{ALONE}' (alone)", flush=True)
     alone_code = subprocess.call([python, "-m", "pytest", "-m", ALONE], cwd=root)
-    print(f"== pytest -m '{ENGINE}' (the other tests run beside it; their output follows)", flush=True)
-    with tempfile.TemporaryFile(mode="w+") as others_out:
-        others = subprocess.Popen(
-            [python, "-m", "pytest", "-m", rest], cwd=root, stdout=others_out, stderr=subprocess.STDOUT
+    print(
+        f"== pytest -m '{engine}' without the second lane's files (the second lane runs beside it: "
+        f"-m '{rest}', then -m '{engine}' {' '.join(SECOND_LANE)}; its output follows)",
+        flush=True,
+    )
+    ignored = [f"--ignore={path}" for path in SECOND_LANE]
+    began = time.monotonic()
+    with tempfile.TemporaryFile(mode="w+") as second_out:
+        second_script = (
+            f"{shlex.quote(python)} -m pytest -m {shlex.quote(rest)}; a=$?; "
+            f"{shlex.quote(python)} -m pytest -m {shlex.quote(engine)} {' '.join(SECOND_LANE)}; b=$?; "
+            'echo "== second lane ended after $SECONDS s"; '
+            "for code in $a $b; do if [ $code -ne 0 ] && [ $code -ne 5 ]; then exit $code; fi; done"
+        )
+        second = subprocess.Popen(
+            ["bash", "-c", second_script], cwd=root, stdout=second_out, stderr=subprocess.STDOUT
         )
         try:
-            engine_code = subprocess.call(
-                [python, "-m", "pytest", "-m", f"{ENGINE} and not {ALONE}"], cwd=root
-            )
+            first_code = subprocess.call([python, "-m", "pytest", "-m", engine, *ignored], cwd=root)
+            print(f"== first lane ended after {time.monotonic() - began:.0f} s", flush=True)
         finally:
-            others_code = others.wait()
-        others_out.seek(0)
-        print(f"== pytest -m '{rest}'", flush=True)
-        sys.stdout.write(others_out.read())
-    codes = [code for code in (alone_code, engine_code, others_code) if code not in (0, NO_TESTS)]
+            second_code = second.wait()
+        second_out.seek(0)
+        print("== second lane", flush=True)
+        sys.stdout.write(second_out.read())
+    codes = [code for code in (alone_code, first_code, second_code) if code not in (0, NO_TESTS)]
     return codes[0] if codes else 0
 
 

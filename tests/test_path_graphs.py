@@ -61,6 +61,23 @@ def test_each_path_has_its_own_graph_key(monkeypatch: pytest.MonkeyPatch, tmp_pa
     assert compile_cache.graph_key(env, {}) != first, "a rebuilt kernel is another graph"
 
 
+def test_compare_names_what_differs_not_the_graph_key_it_follows_from() -> None:
+    from backend.chat.compare import path_differences
+    from backend.engine.protocol import EngineInfo
+
+    def info(profile: EngineProfile) -> EngineInfo:
+        config = engine_config(profile, resolve(None, demo=True), EngineSettings(dtype="bfloat16"))
+        return EngineInfo("demo", 2048, frozenset({"text"}), config.engine_kwargs(), config.env_values())
+
+    baseline, optimized = info(EngineProfile.baseline()), info(EngineProfile.optimized())
+    assert baseline.engine_args["additional_config"] != optimized.engine_args["additional_config"]
+    names = [difference.name for difference in path_differences(baseline, optimized)]
+    assert names and "additional_config" not in names
+    other = {**optimized.engine_args, "additional_config": {"gemma_chat_graph": "x", "other": 1}}
+    kept = path_differences(baseline, EngineInfo("demo", 2048, frozenset({"text"}), other, {}))
+    assert "additional_config" in [difference.name for difference in kept], "the rest still counts"
+
+
 def test_the_loaded_entry_is_read_from_the_log_and_set_aside(tmp_path: Path) -> None:
     entry = tmp_path / "torch_aot_compile" / "abc123"
     (entry / "rank_0_0").mkdir(parents=True)

@@ -16,6 +16,7 @@ from backend.compat.one_call_step import ENV as ONE_CALL_STEP_ENV
 from backend.compat.prefill_drafts import ENV as NO_PREFILL_DRAFTS_ENV
 from backend.compat.sampled_row_drafts import ENV as SAMPLED_ROW_DRAFTS_ENV
 from backend.compat.uni_worker import ENV as UNI_WORKER_ENV
+from backend.engine.compile_cache import GRAPH_KEY
 from backend.engine.protocol import EngineInfo, Finished
 from backend.kernels.env import KERNEL_ENV, THREADS_ENV
 
@@ -76,10 +77,22 @@ def path_differences(baseline: EngineInfo, optimized: EngineInfo) -> tuple[PathD
         ("", baseline.engine_args, optimized.engine_args),
         ("env ", baseline.environment, optimized.environment),
     ):
+        base, opt = _without_graph_key(base), _without_graph_key(opt)
         for key in sorted(set(base) | set(opt)):
             if base.get(key) != opt.get(key):
                 found.append(PathDifference(prefix + key, base.get(key), opt.get(key)))
     return tuple(found)
+
+
+def _without_graph_key(args: dict[str, Any]) -> dict[str, Any]:
+    """Engine arguments less the compile-cache key, which only follows from the variables that
+    differ (and is shown by ``profiles``); an ``additional_config`` left empty is dropped."""
+    extra = args.get("additional_config")
+    if not isinstance(extra, dict) or GRAPH_KEY not in extra:
+        return args
+    rest = {key: value for key, value in extra.items() if key != GRAPH_KEY}
+    trimmed = {key: value for key, value in args.items() if key != "additional_config"}
+    return {**trimmed, "additional_config": rest} if rest else trimmed
 
 
 def kernel_mode(baseline: EngineInfo, optimized: EngineInfo) -> str:
