@@ -1,28 +1,85 @@
 """Small JSON files in the cache directory that gemma-chat keeps between runs (the last start's
-time, the engine core's environment): read as an object or nothing, written or not, never an
-error — such a file only saves work or says what to expect."""
+time, the engine core's environment, speculation choices): read as an object or nothing, written or
+not, never an error — such a file only saves work or says what to expect.
+
+They are the project's own files, but anything may have replaced them: each is read as a config
+file is (``file_checks``: a regular file, opened without blocking, at most ``MAX_BYTES``, nesting
+the parser can take). One that fails is set aside — renamed beside itself, not deleted — and a
+notice says so (``take_notices``); the next write makes a new one. Writes go to a temporary file
+renamed over the old one, so a FIFO or a device in its place is replaced, never opened."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
+from backend.file_checks import parse_bounded, read_checked
+
+MAX_BYTES = 4 << 20
+"""4 MiB: these files hold a few entries of a few hundred bytes each."""
+SET_ASIDE_SUFFIX = ".set-aside"
+
+_notices: list[str] = []
+_lock = threading.Lock()
+
+
+def set_aside(path: Path, reason: str) -> None:
+    """Rename ``path`` out of the way (``<name>.set-aside-<time>``) and keep a notice naming both."""
+    target = path.with_name(f"{path.name}{SET_ASIDE_SUFFIX}-{int(time.time() * 1000)}")
+    try:
+        os.rename(path, target)
+        done = f"set aside as {target.name}; a new one is written"
+    except OSError as error:
+        done = f"it could not be set aside ({error.strerror or error}); it is ignored"
+    with _lock:
+        _notices.append(f"{path}: {reason} — {done}.")
+
+
+def take_notices() -> list[str]:
+    """The notices about files set aside since the last call."""
+    with _lock:
+        taken = list(_notices)
+        _notices.clear()
+    return taken
+
 
 def read_object(path: Path) -> dict[str, Any]:
-    """The file's JSON object; empty where it is missing, unreadable or not an object."""
+    """The file's JSON object; empty where it is missing, unreadable or not an object (a file
+    that is there but no JSON object is set aside)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        raw = read_checked(path, MAX_BYTES)
+    except FileNotFoundError:
         return {}
-    return data if isinstance(data, dict) else {}
+    except ValueError as error:  # not a regular file, too large
+        set_aside(path, str(error).removeprefix(f"{path} "))
+        return {}
+    except OSError:  # unreadable: permissions, I/O; nothing to gain from moving it
+        return {}
+    try:
+        data = parse_bounded(json.loads, raw.decode("utf-8"), str(path))
+    except (ValueError, UnicodeDecodeError) as error:
+        set_aside(path, f"not JSON ({str(error)[:120]})")
+        return {}
+    if not isinstance(data, dict):
+        set_aside(path, f"a JSON {type(data).__name__}, not an object")
+        return {}
+    return data
 
 
 def write_object(path: Path, data: dict[str, Any]) -> bool:
     """Write ``data`` (False where the cache directory cannot be written)."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
+        temporary.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
+        os.replace(temporary, path)
     except OSError:
+        with contextlib.suppress(OSError):
+            temporary.unlink(missing_ok=True)
         return False
     return True

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from backend import template_bounds
 from backend.template_messages import template_messages
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -61,24 +62,40 @@ class PromptRenderer:
 
     tokenizer: Any
     tools: list[dict[str, Any]] = field(default_factory=list)
+    folder: str = "the model folder"
+    """Where the tokenizer and its template came from (named in every template error)."""
 
     @classmethod
     def for_model(cls, model_dir: str) -> PromptRenderer:
         from transformers import AutoTokenizer
 
-        return cls(tokenizer=AutoTokenizer.from_pretrained(model_dir))
+        from backend.errors import NotACheckpoint
+
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        except (OSError, ValueError, TypeError, KeyError, ImportError) as error:
+            raise NotACheckpoint(
+                f"The tokenizer of {model_dir} could not be loaded: {str(error).splitlines()[0][:300]}",
+                "The folder needs the model's tokenizer files (tokenizer.json, tokenizer_config.json) "
+                "intact, as published with the model.",
+            ) from None
+        return cls(tokenizer=tokenizer, folder=model_dir)
 
     def render(
         self, messages: list[ChatMessage], tools: list[dict[str, Any]] | None = None, *, think: bool = False
     ) -> RenderedPrompt:
         """The prompt for ``messages``; ``tools`` (declarations) override the renderer's own;
         ``think`` turns on Gemma 4's thinking mode (the template's ``enable_thinking``)."""
-        text = self.tokenizer.apply_chat_template(
-            template_messages(messages),
-            tools=(tools if tools is not None else self.tools) or None,
-            tokenize=False,
-            add_generation_prompt=True,
-            enable_thinking=think,
+        text = template_bounds.render(
+            self.folder,
+            self.tokenizer.chat_template,
+            lambda: self.tokenizer.apply_chat_template(
+                template_messages(messages),
+                tools=(tools if tools is not None else self.tools) or None,
+                tokenize=False,
+                add_generation_prompt=True,
+                enable_thinking=think,
+            ),
         )
         text = valid_utf8(text)  # a last guard: whatever reached a message, the prompt is UTF-8
         count = len(self.tokenizer(text, add_special_tokens=False)["input_ids"])

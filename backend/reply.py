@@ -130,14 +130,26 @@ class ReplyStream:
         """What the current step's prompt says (``next_step`` sets it)."""
         self._answer = self._thought = ""
         self._answer_before = self._thought_before = False
+        self._calls_from: int | None = None
+        """Where the step's first tool call opened (None: none yet)."""
         self.thought_tokens = 0
         """Tokens that went to the thought block (the rest of the reply's tokens are the answer's)."""
 
     def feed(self, delta: str, tokens: int = 0) -> Piece:
+        """What ``delta`` adds to the reply as shown. Once a tool call has opened, the text is no
+        longer read while it streams (a reply of a thousand calls would be read a thousand times
+        over); the step's end shows whatever followed the calls (``flush``)."""
+        since = max(0, len(self._raw) - len(CALL_OPEN) + 1)
         self._raw += delta
         if self._in_thought(delta):
             self.thought_tokens += tokens
-        reply = read_reply(_complete_markers(self._raw), self.prompted)
+        if self._calls_from is not None:
+            return Piece("", "")
+        at = self._raw.find(CALL_OPEN, since)
+        if at != -1:
+            self._calls_from = at
+        text = self._raw if at == -1 else self._raw[:at]
+        reply = read_reply(_complete_markers(text), self.prompted)
         return self._show(_held(reply.answer), reply.thought)
 
     def flush(self, answer: str, thought: str) -> Piece:
@@ -173,6 +185,7 @@ class ReplyStream:
         self._answer_before = self._answer_before or bool(self._answer)
         self._thought_before = self._thought_before or bool(self._thought)
         self._raw, self._answer, self._thought = "", "", ""
+        self._calls_from = None
         self.prompted = prompted
 
 

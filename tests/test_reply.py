@@ -76,3 +76,21 @@ def test_steps_of_a_tool_turn_are_set_apart() -> None:
     stream.next_step(Prompted(thought_open=True))
     second = stream.feed("Seen it.<channel|>").thought + stream.feed("Done.").answer
     assert (first, second) == ("Checking.", "Seen it.\n\nDone.")
+
+
+def test_a_streaming_reply_of_a_thousand_calls_is_read_once_past_its_first_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Hardening round 3: the reply was read again on every piece (1,000 calls: minutes of CPU);
+    past the first call nothing is read until the step's end, and the answer before it still shows."""
+    from backend import reply as reply_module
+    from backend.tools.gemma_format import format_call
+
+    text = "Let me check. " + "".join(format_call("calc", {"x": n}) for n in range(1000))
+    reads: list[str] = []
+    real = reply_module.read_reply
+    monkeypatch.setattr(reply_module, "read_reply", lambda t, p: reads.append(t) or real(t, p))
+    stream = reply_module.ReplyStream()
+    shown = "".join(stream.feed(text[i : i + 4], 1).answer for i in range(0, len(text), 4))
+    assert shown.strip() == "Let me check."
+    assert len(reads) <= 10, "the pieces before the first call (and its marker), not 16,000"

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 import psutil
 
+from backend import cache_json
 from backend.compat import early_core
 from backend.engine import compile_cache, start_env
 from backend.engine import env as vllm_env
@@ -125,6 +126,9 @@ class VllmEngine:
         await self._answer(self._llm.get_supported_tasks())
         model_config = self._llm.model_config
         await asyncio.to_thread(self._prompt_renderer)  # where loading it beside the start failed
+        set_aside = cache_json.take_notices()  # cache files found broken while this path was planned
+        if set_aside:
+            self.start_note = " ".join(filter(None, [self.start_note, "Cache file " + " ".join(set_aside)]))
         self.info = EngineInfo(
             model=self.source.name,
             max_model_len=int(model_config.max_model_len),

@@ -10,7 +10,8 @@ the timeline and ``transcript`` the messages to keep in the history (calls and r
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, MutableMapping
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -155,15 +156,20 @@ class ToolTurn:
 
     async def _run_calls(self, step: int, parsed: Reply, skip: bool) -> AsyncIterator[ToolEvent]:
         """Run the step's calls in order (``skip``: the last allowed step — the model could not read
-        the results, so none runs)."""
+        the results, so none runs). Past ``MAX_CALLS_PER_STEP`` calls, the rest are one record and
+        one response, naming how many were not run and of which tools: a reply with a thousand
+        calls costs the timeline and the next prompt what a reply with seventeen does."""
+        kept, extra = list(parsed.calls[:MAX_CALLS_PER_STEP]), parsed.calls[MAX_CALLS_PER_STEP:]
+        summary = _summary(extra) if extra else None
+        shown = [*kept, summary] if summary is not None else kept
         calls = [
             {"type": "function", "function": {"name": c.name or "unknown", "arguments": c.arguments}}
-            for c in parsed.calls
+            for c in shown
         ]
         self.transcript.append(
             ChatMessage("assistant", parsed.answer, tool_calls=tuple(calls), thought=parsed.thought)
         )
-        for position, call in enumerate(parsed.calls):
+        for position, call in enumerate(shown):
             index = len(self.records)
             yield ToolStarted(step, index, call)
             if self.cancelled:
@@ -174,7 +180,7 @@ class ToolTurn:
                 message = f"not run: the step limit ({self.max_steps}) was reached"
                 record = ToolRecord(step, call.name, call.arguments, "skipped", message=message)
             elif position >= MAX_CALLS_PER_STEP:
-                message = f"not run: more than {MAX_CALLS_PER_STEP} calls in one reply"
+                message = f"not run: {_many(extra)} past the {MAX_CALLS_PER_STEP} one reply may make"
                 record = ToolRecord(step, call.name, call.arguments, "skipped", message=message)
             else:
                 record = await self._run_one(call, step)
@@ -193,6 +199,19 @@ class ToolTurn:
         except asyncio.CancelledError:
             self.cancelled = True
             return ToolRecord(step, call.name, call.arguments, "cancelled", message="stopped by the user")
+
+
+def _many(calls: Sequence[ToolCall]) -> str:
+    """``984 more calls (get_weather ×500, search ×484)``: the calls past the bound, by tool."""
+    counts = Counter(call.name or "unknown" for call in calls)
+    tools = ", ".join(f"{name[:64]} ×{count}" for name, count in counts.most_common(8))
+    more = f", {len(counts) - 8} more tools" if len(counts) > 8 else ""
+    return f"{len(calls)} more call{'s' if len(calls) != 1 else ''} ({tools}{more})"
+
+
+def _summary(calls: Sequence[ToolCall]) -> ToolCall:
+    """The first call past the bound stands for them all (its tool's name, no arguments)."""
+    return ToolCall(calls[0].name or "unknown", {})
 
 
 def _joined(parts: list[str]) -> str:

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from backend import paths
+from backend import cache_json, paths
 
 if TYPE_CHECKING:
     from backend.engine.model_source import ModelSource
@@ -291,27 +291,51 @@ def _fingerprint(path: Path) -> str:
         return f"{size}:{hashlib.sha256(handle.read()).hexdigest()[:16]}"
 
 
+METHODS = ("mtp", "ngram", "none")
+MAX_DRAFTS = 8
+"""The probe never tries more drafts than this (vLLM's own bound on the optimized path)."""
+
+
+def _checked(doc: Any) -> SpeculationChoice:
+    """A stored entry as the probe writes it (``ValueError`` naming what is not)."""
+    if not isinstance(doc, dict):
+        raise ValueError("an entry is not an object")
+    choice = SpeculationChoice.from_json(doc)
+    if choice.method not in METHODS:
+        raise ValueError(f"method {choice.method!r} is none of {', '.join(METHODS)}")
+    low = 0 if choice.method == "none" else 1
+    if not low <= choice.drafts <= MAX_DRAFTS:
+        raise ValueError(f"drafts {choice.drafts} is outside {low}..{MAX_DRAFTS}")
+    if choice.attention:
+        config = json.loads(choice.attention)
+        if not isinstance(config, dict):
+            raise ValueError("attention is not a JSON object")
+    return choice
+
+
 def stored_choice(key: str) -> SpeculationChoice | None:
+    """The choice kept for ``key``; a file holding an entry the probe could not have written is set
+    aside (named in a notice) and nothing is used from it."""
+    path = paths.cache_dir() / CHOICES_FILE
+    doc = cache_json.read_object(path)
+    if key not in doc:
+        return None
     try:
-        doc = json.loads((paths.cache_dir() / CHOICES_FILE).read_text())
-        return SpeculationChoice.from_json(doc[key])
-    except (OSError, ValueError, KeyError, TypeError):
+        return _checked(doc[key])
+    except (ValueError, KeyError, TypeError) as error:
+        cache_json.set_aside(path, f"its entry for this model is not a measured choice ({error})")
         return None
 
 
 def store_choice(key: str, choice: SpeculationChoice | None) -> None:
     """Keep ``choice`` for ``key`` (None forgets it)."""
     path = paths.cache_dir() / CHOICES_FILE
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
-        doc = {}
+    doc = cache_json.read_object(path)
     if choice is None:
         doc.pop(key, None)
     else:
         doc[key] = choice.to_json()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, indent=2) + "\n")
+    cache_json.write_object(path, doc)
 
 
 def forget_choice(key: str) -> None:

@@ -1,0 +1,81 @@
+"""A model folder's chat template is input (hardening round 3): a template that loops, floods, raises,
+does not compile or is empty ends in a message naming the folder, within the render's bound; a good
+template renders exactly as transformers renders it unbounded."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from backend import template_bounds
+from backend.engine.model_source import resolve
+from backend.errors import NotACheckpoint
+from backend.messages import ChatMessage, PromptRenderer
+
+LOOPS = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+FLOODS = "{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}"
+RECURSES = "{% macro r(n) %}{{ r(n + 1) }}{% endmacro %}{{ r(0) }}"
+RAISES = "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}"
+BROKEN = "{% for message in messages %}{{ message['content'] }"
+
+
+def _folder(tmp_path: Path, template: str | None) -> Path:
+    folder = tmp_path / "model"
+    shutil.copytree(resolve(None, demo=True).path, folder)
+    if template is None:
+        (folder / "chat_template.jinja").unlink()
+    else:
+        (folder / "chat_template.jinja").write_text(template)
+    return folder
+
+
+def _render(folder: Path) -> str:
+    return PromptRenderer.for_model(str(folder)).render([ChatMessage("user", "Hello")]).text
+
+
+@pytest.mark.parametrize(
+    ("template", "said"),
+    [
+        (LOOPS, "ran for more than 5 s"),
+        (FLOODS, "output passed 2,000,000 characters"),
+        (RECURSES, "RecursionError"),
+        (RAISES, "Conversation roles must alternate"),
+        (BROKEN, "does not compile"),
+        ("  \n", "is empty"),
+    ],
+    ids=["loops", "floods", "recurses", "raises", "broken", "empty"],
+)
+def test_a_bad_template_is_a_message_naming_the_folder(tmp_path: Path, template: str, said: str) -> None:
+    folder = _folder(tmp_path, template)
+    renderer = PromptRenderer.for_model(str(folder))
+    began = time.monotonic()
+    with pytest.raises(template_bounds.TemplateFailed) as failed:
+        renderer.render([ChatMessage("user", "Hello")])
+    assert time.monotonic() - began < template_bounds.RENDER_SECONDS + 2
+    assert str(folder) in str(failed.value) and said in str(failed.value)
+
+
+def test_a_good_template_renders_as_transformers_does(tmp_path: Path) -> None:
+    from transformers import AutoTokenizer
+
+    folder = resolve(None, demo=True).path
+    messages = [{"role": "user", "content": "Hello"}]
+    plain = AutoTokenizer.from_pretrained(str(folder)).apply_chat_template(
+        messages, tokenize=False, add_generation_prompt=True
+    )
+    assert _render(folder) == plain
+    outside = PromptRenderer.for_model(str(folder)).tokenizer.apply_chat_template(
+        messages, tokenize=False, add_generation_prompt=True
+    )
+    assert outside == plain, "outside a bounded render the template is transformers' own"
+
+
+def test_a_folder_without_a_usable_tokenizer_is_named(tmp_path: Path) -> None:
+    folder = _folder(tmp_path, "{{ messages }}")
+    (folder / "tokenizer.json").write_text('{"version": "1.0", "trunc')
+    with pytest.raises(NotACheckpoint) as failed:
+        PromptRenderer.for_model(str(folder))
+    assert str(folder) in str(failed.value) and "tokenizer" in str(failed.value)
