@@ -86,6 +86,17 @@ def _add_model_flags(parser: argparse.ArgumentParser, top_level: bool = False) -
     )
 
 
+def _positive(text: str) -> int:
+    """A count of 1 or more (requests, tokens, repetitions)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: use 1 or more")
+    return value
+
+
 def _temperature(text: str) -> float:
     """A sampling temperature: a finite number, 0 or more (``nan``/``inf`` are refused here, before
     any engine starts)."""
@@ -121,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument(
         "--json", action="store_true", help="print one JSON document (reply, figures, attachments)"
     )
-    ask.add_argument("--max-tokens", type=int, default=256, help="reply budget in tokens (default 256)")
+    ask.add_argument("--max-tokens", type=_positive, default=256, help="reply budget in tokens (default 256)")
     ask.add_argument("--temperature", type=_temperature, default=0.0, help="0 = greedy (default)")
     ask.add_argument(
         "-a",
@@ -197,12 +208,12 @@ def build_parser() -> argparse.ArgumentParser:
         "speed-up speculation would imply, as a prediction (on with --dummy-weights)",
     )
     bench.add_argument(
-        "--requests", type=int, help="throughput: requests at once (default: 8 on CPU, 64 on a GPU)"
+        "--requests", type=_positive, help="throughput: requests at once (default: 8 on CPU, 64 on a GPU)"
     )
-    bench.add_argument("--max-tokens", type=int, default=32, help="tokens per request (default 32)")
+    bench.add_argument("--max-tokens", type=_positive, default=32, help="tokens per request (default 32)")
     bench.add_argument(
         "--repetitions",
-        type=int,
+        type=_positive,
         default=3,
         help="rounds of every workload on both paths, interleaved A B, B A, … (default 3; figures are "
         "medians with their range, and a speed-up whose range reaches 1.0 is marked within noise)",

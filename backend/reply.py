@@ -79,7 +79,12 @@ def split_thought(text: str, prompted: Prompted = Prompted()) -> tuple[list[str]
             rest.append(text[i:] if start == -1 else text[i:start])
             if start == -1:
                 break
-            inside, i = True, start + len(CHANNEL_OPEN)
+            after = start + len(CHANNEL_OPEN)
+            if not prompted.thinking and not _opens_thought(text[after:]):
+                rest.append(CHANNEL_OPEN)  # without thinking mode, a marker that opens no thought is text
+                i = after
+                continue
+            inside, i = True, after
             continue
         close, call = text.find(CHANNEL_CLOSE, i), text.find(CALL_OPEN, i)
         ends = [e for e in (close, call) if e != -1]
@@ -89,6 +94,18 @@ def split_thought(text: str, prompted: Prompted = Prompted()) -> tuple[list[str]
         i = end + len(CHANNEL_CLOSE) if end == close and ends else end
     kept = [_without_label(t.strip()) for t in thoughts]
     return [t for t in kept if t and not LABEL.startswith(t)], "".join(rest).replace(CHANNEL_CLOSE, "")
+
+
+def _opens_thought(after: str) -> bool:
+    """Whether the text after a ``<|channel>`` is (or may still become) a thought block: the
+    ``thought`` label, an empty block's ``<channel|>``, or too little text yet to tell."""
+    head = after.lstrip()
+    return (
+        head.startswith(LABEL)
+        or head.startswith(CHANNEL_CLOSE)
+        or LABEL.startswith(head)
+        or CHANNEL_CLOSE.startswith(head)
+    )
 
 
 def _without_label(text: str) -> str:

@@ -47,7 +47,7 @@ class EngineSettings(Strict):
     gpu_memory_utilization: float = Field(default=0.85, gt=0, le=0.95)
     """GPU only: the most of the card gemma-chat's engines may take together; one engine alone gets
     all of it, two side by side split it (the memory plan, ``gemma-chat profiles``)."""
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, lt=2**63)
     """Engine seed, so greedy and seeded runs repeat."""
     speculation: Literal["auto", "mtp", "ngram", "none"] = "auto"
     """Optimized path's speculative decoding. auto: what `gemma-chat profiles --measure` found

@@ -94,3 +94,15 @@ def test_a_streaming_reply_of_a_thousand_calls_is_read_once_past_its_first_call(
     shown = "".join(stream.feed(text[i : i + 4], 1).answer for i in range(0, len(text), 4))
     assert shown.strip() == "Let me check."
     assert len(reads) <= 10, "the pieces before the first call (and its marker), not 16,000"
+
+
+def test_without_thinking_mode_a_channel_marker_that_opens_no_thought_stays_text() -> None:
+    """Hardening round 3: the rest of the answer became a thought ("…opens withthought: and the rest")."""
+    from backend.reply import Prompted, read_reply
+
+    said = read_reply("It opens with<|channel> and the rest stays.", Prompted())
+    assert (said.answer, said.thought) == ("It opens with<|channel> and the rest stays.", "")
+    empty = read_reply("<|channel>thought\n<channel|>Hello.", Prompted())
+    assert (empty.answer, empty.thought) == ("Hello.", ""), "an empty thought block is still dropped"
+    stray = read_reply("<|channel>thought\nhmm<channel|>Hello.", Prompted())
+    assert (stray.answer, stray.thought) == ("Hello.", "hmm"), "a labelled block is a thought"

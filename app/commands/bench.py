@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -45,13 +46,27 @@ def bench_workloads(args: argparse.Namespace) -> tuple[str, ...]:
     return WORKLOAD_NAMES
 
 
+def _unwritable(path: Path) -> str:
+    """Why a report cannot be written to ``path`` ("" where it can)."""
+    if path.is_dir():
+        return "is a directory; name a file"
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        return f"the folder {folder} does not exist"
+    if not os.access(folder, os.W_OK):
+        return f"the folder {folder} is not writable"
+    return ""
+
+
 def run_bench_command(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    if args.repetitions < 1:
-        print("gemma-chat bench: --repetitions must be at least 1", file=sys.stderr)
-        return 2
+    for flag, target in (("--json", args.json), ("--markdown", args.markdown)):
+        problem = target and _unwritable(Path(target))
+        if problem:  # checked before the run: a run of minutes must not end in a file it cannot write
+            print(f"gemma-chat bench: {flag} {target}: {problem}", file=sys.stderr)
+            return 2
     if args.startup:
         from app.commands.bench_startup import run_startup_bench
 
@@ -95,9 +110,19 @@ def run_bench_command(args: argparse.Namespace) -> int:
             report = asyncio.run(run_bench(source, settings, options, progress, log_dir))
     markdown = report.to_markdown()
     sys.stdout.write("\n" + markdown)
-    if args.json:
-        Path(args.json).write_text(json.dumps(report.to_json(), indent=2) + "\n")
-        sys.stdout.write(f"\nJSON report: {args.json}\n")
-    if args.markdown:
-        Path(args.markdown).write_text(markdown)
-    return 0
+    code = 0
+    for flag, target, text in (
+        ("--json", args.json, json.dumps(report.to_json(), indent=2) + "\n"),
+        ("--markdown", args.markdown, markdown),
+    ):
+        if not target:
+            continue
+        try:
+            Path(target).write_text(text)
+        except OSError as error:  # the table is printed above: nothing measured is lost
+            print(f"gemma-chat bench: {flag} {target} could not be written: {error}", file=sys.stderr)
+            code = 2
+            continue
+        if flag == "--json":
+            sys.stdout.write(f"\nJSON report: {target}\n")
+    return code

@@ -35,6 +35,16 @@ def declarations_too_large(
     if plain + budget > window:
         return None
     share = prompt_tokens + media_tokens - plain
+    if share <= budget:  # the reply budget takes more of the window than the declarations do
+        room = window - prompt_tokens - media_tokens
+        return PromptTooLong(
+            f"The reply budget ({budget} tokens) is too large for the {path} path's {window}-token "
+            f"context window: the prompt takes {prompt_tokens + media_tokens} tokens ({share} of them "
+            f"the declarations of {len(tools)} tools).",
+            f"Lower --max-tokens (or [sampling] max_tokens) to {room} or less"
+            if room > 0
+            else "Turn tools off with --no-tools, or raise --max-model-len.",
+        )
     servers = Counter(_server(d) for d in tools)
     mcp = [f"{name} ({count})" for name, count in servers.most_common() if name]
     builtin = servers.get("", 0)

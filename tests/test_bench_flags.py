@@ -1,0 +1,43 @@
+"""``bench``'s flags are checked before any engine starts (hardening round 3: a report path that
+could not be written ended the run in an internal error after all of it; ``--requests -3`` ran)."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.cli import build_parser
+from app.commands.bench import run_bench_command
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("--json", "/missing/dir/x.json"), "the folder /missing/dir does not exist"),
+        (("--markdown", "/tmp"), "is a directory; name a file"),
+    ],
+    ids=["json-folder-missing", "markdown-directory"],
+)
+def test_a_report_path_that_cannot_be_written_is_refused_before_the_run(
+    args: tuple[str, ...], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    parsed = build_parser().parse_args(["bench", "--demo", *args])
+    assert run_bench_command(parsed) == 2
+    err = capsys.readouterr().err
+    assert said in err and "starting the engine" not in err
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("--requests", "-3"), "'-3': use 1 or more"),
+        (("--repetitions", "0"), "'0': use 1 or more"),
+        (("--max-tokens", "many"), "'many' is not a whole number"),
+    ],
+    ids=["requests-negative", "repetitions-zero", "tokens-text"],
+)
+def test_a_count_below_one_is_refused_by_the_parser(
+    args: tuple[str, ...], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(["bench", "--demo", *args])
+    assert exited.value.code == 2 and said in capsys.readouterr().err
