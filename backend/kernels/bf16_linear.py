@@ -201,8 +201,8 @@ def for_engine() -> tuple[Path | None, str]:
         return None, reason
     try:
         return compiled_operator("bf16_linear"), "compiled with its native operator"
-    except KernelUnavailable as native_error:
+    except (KernelUnavailable, OSError) as native_error:
         try:
             return compiled("bf16_linear"), f"compiled; its native operator not built: {native_error}"
-        except KernelUnavailable as error:
+        except (KernelUnavailable, OSError) as error:  # OSError: a cache folder it cannot write
             return None, str(error)

@@ -10,8 +10,9 @@ import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
-from backend import paths
+from backend import cache_json, paths
 
 SOURCE_DIR = Path(__file__).parent
 FLAGS = ("-O3", "-mavx2", "-mfma", "-shared", "-fPIC", "-pthread")
@@ -45,11 +46,51 @@ def _target(stem: str, key: bytes) -> Path:
     return paths.cache_dir() / "kernels" / f"{stem}-{digest}.so"
 
 
+def _elf_complete(path: Path) -> str:
+    """ "" where ``path`` is a whole 64-bit ELF file (its section headers end within it); else why not."""
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(64)
+            size = os.fstat(handle.fileno()).st_size
+    except OSError as error:
+        return f"unreadable ({error.strerror or error})"
+    if len(header) < 64 or header[:5] != b"\x7fELF\x02":
+        return "not a 64-bit ELF shared library"
+    order: Literal["little", "big"] = "little" if header[5] == 1 else "big"
+    section_headers = int.from_bytes(header[40:48], order)
+    entry_size, count = int.from_bytes(header[58:60], order), int.from_bytes(header[60:62], order)
+    if section_headers + entry_size * count > size:
+        return f"truncated ({size:,} bytes, its headers end at {section_headers + entry_size * count:,})"
+    return ""
+
+
+def _usable(target: Path) -> bool:
+    """Whether a kernel built earlier is there and whole; one that is not (a directory in its
+    place, a truncated file) is set aside, named in the engine's start note, and built again."""
+    if not os.path.lexists(target):
+        return False
+    if not target.is_file():
+        cache_json.set_aside(target, "not a file where the compiled kernel belongs")
+        return False
+    problem = _elf_complete(target)
+    if problem:
+        cache_json.set_aside(target, f"the compiled kernel is {problem}")
+        return False
+    return True
+
+
+def _make_folder(folder: Path) -> None:
+    """The kernels' folder, where a file in its place is set aside first."""
+    if os.path.lexists(folder) and not folder.is_dir():
+        cache_json.set_aside(folder, "a file where the kernels' folder belongs")
+    folder.mkdir(parents=True, exist_ok=True)
+
+
 def _build(target: Path, commands: Callable[[Path], list[list[str]]]) -> Path:
     """Run ``commands(partial)`` (each must succeed), then move the result into place."""
-    if target.is_file():
+    if _usable(target):
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
+    _make_folder(target.parent)
     partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
     try:
         for command in commands(partial):
