@@ -159,7 +159,8 @@ async def _ask(
                     out.compare(Verdict(item))
                     return 0
                 await dispatch(renderers[item.path], item.event)
-            return 1  # a path stopped or failed: no comparison
+            codes = [renderer.exit_code for renderer in renderers.values() if renderer.exit_code]
+            return max(codes, default=1)  # a path stopped or failed: no comparison
         async for event in pipeline.run(targets[0]):
             if isinstance(event, ReplyDelta | Finished) and not first_token:
                 first_token = True

@@ -23,9 +23,17 @@ from backend.tools.loop import StepLimitReached, ToolFinished, ToolStarted
 from backend.tools.runner import ToolRecord
 from backend.tools.timeline import timeline_line, tools_summary
 
+REFUSED = ("rejected", "not_running")
+"""Failures a user can act on: the engine or server refused the request, or never started."""
+
+
+def failed_status(event: Failed) -> int:
+    """``ask``'s exit status for a failed path: 2 for a refusal (as for a bad flag), 1 otherwise."""
+    return 2 if event.reason in REFUSED else 1
+
 
 class PathOutput(TurnRenderer):
-    """One path's part of the output; ``exit_code`` is 0 once it finished or stopped, 1 if it failed."""
+    """One path's part of the output; ``exit_code`` is 0 once it finished or stopped, 2 if it was refused, 1 if it failed otherwise."""
 
     def __init__(self) -> None:
         self.exit_code: int | None = None
@@ -106,7 +114,7 @@ class TextPath(PathOutput):
 
     async def on_failed(self, event: Failed) -> None:
         self.console.write(f"\ngemma-chat: {terminal_safe(event.message)}\n")
-        self.exit_code = 1
+        self.exit_code = failed_status(event)
 
 
 class TextPrinter:
@@ -160,7 +168,7 @@ class JsonPath(PathOutput):
 
     async def on_failed(self, event: Failed) -> None:
         self.paths[self.path] = {"status": "failed", "error": event.message}
-        self.exit_code = 1
+        self.exit_code = failed_status(event)
 
 
 class JsonReport:
