@@ -33,7 +33,8 @@ def failed_status(event: Failed) -> int:
 
 
 class PathOutput(TurnRenderer):
-    """One path's part of the output; ``exit_code`` is 0 once it finished or stopped, 2 if it was refused, 1 if it failed otherwise."""
+    """One path's part of the output; ``exit_code`` is 0 once it finished or stopped, 2 if it was
+    refused, 1 if it failed otherwise."""
 
     def __init__(self) -> None:
         self.exit_code: int | None = None
