@@ -16,7 +16,7 @@ import pytest
 from backend.chat.store import ChatStore
 from backend.engine.protocol import EngineRequest, TurnEvent
 from tests.fake_engine import FakeEngine
-from tests.tui_pilot import make_app, replies, wait_until_streaming
+from tests.tui_pilot import make_app, replies, wait_until, wait_until_streaming
 
 LONG = " ".join(f"word{i}" for i in range(400))
 
@@ -173,3 +173,24 @@ async def test_a_chat_two_windows_wrote_reopens_with_both_branches_reachable(tmp
         await pilot.pause(0.3)
         assert [t.text for t in app.conversation.turns][-2:] == ["from window one", "answer one"]
         assert len(app.query("MessageView")) == 4
+
+
+async def test_f6_during_a_plain_reply_does_not_mark_that_reply_as_thinking(tmp_path: Path) -> None:
+    """Hardening round 3: F6 pressed while a reply without thinking streamed stored it with
+    ``"think": true``; the reply keeps what its turn asked for, the next turn gets the new choice."""
+    from app.tui.widgets.prompt_input import PromptInput
+
+    app, _ = make_app(tmp_path, lambda p: FakeEngine(p, reply=" ".join(LONG.split()[:60]), delay_s=0.01))
+    async with app.run_test() as pilot:
+        app.query_one(PromptInput).text = "plain please"
+        await pilot.press("enter")
+        await wait_until_streaming(pilot, lambda: bool(replies(app)) and len(replies(app)[0].text) > 20)
+        await pilot.press("f6")
+        await wait_until(pilot, lambda: app.turn is None)
+        assert app.thinking, "F6 turned thinking on for the next turn"
+    store = ChatStore(tmp_path / "history.db")
+    chat = store.last_chat()
+    assert chat is not None
+    reply = next(m for m in store.branch(chat) if m.role == "assistant")
+    store.close()
+    assert reply.extra.get("think") is False, reply.extra

@@ -173,7 +173,7 @@ async def run_compare(
         if renderer.status in ("stopped", "failed"):
             view.show_failure(f"the {path} path {renderer.status}")
             if renderer.view.text:
-                kept: dict[str, object] = {"status": renderer.status}
+                kept: dict[str, object] = {"status": renderer.status, "think": pipeline.options.think}
                 if renderer.view.thought.text:
                     kept["thought"] = renderer.view.thought.text
                 conversation.add_reply(renderer.view.text, path, renderer.view.metrics, kept)

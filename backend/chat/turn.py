@@ -320,11 +320,14 @@ class TurnPipeline:
                 await target.engine.abort(request_id)
 
     def history_extra(self, path: str) -> dict[str, object]:
-        """What the history keeps of a path's tool loop: the timeline and the messages the model saw."""
+        """What the history keeps of a path's turn: whether it asked for thinking (as it was sent, not
+        as F6 left it by the reply's end) and of a tool loop the timeline and the messages the
+        model saw."""
         turn = self._tool_turns.get(path)
         if turn is None or not turn.records:
-            return {}
+            return {"think": self.options.think}
         return {
+            "think": self.options.think,
             "tools": [r.to_json() for r in turn.records],
             "tool_seconds": round(turn.tool_seconds, 4),
             "final_text": turn.final_text,
