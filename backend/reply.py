@@ -251,3 +251,13 @@ def finish_step(stream: ReplyStream, end: Finished | Cancelled) -> StepEnd:
     metrics = replace(end.metrics, thought_tokens=stream.thought_tokens)
     stream.thought_tokens = 0
     return StepEnd(reply, rest, metrics)
+
+
+def empty_answer_note(answer: str, thought: str, finish_reason: str | None) -> str | None:
+    """What to tell the user of a reply that ended without an answer to read (None: it has one)."""
+    if answer.strip():
+        return None
+    budget = " — the reply budget ran out; raise --max-tokens" if finish_reason == "length" else ""
+    if thought.strip():
+        return f"The model thought but gave no answer{budget}."
+    return f"The model ended its reply without any text{budget}."

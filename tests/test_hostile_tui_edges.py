@@ -11,7 +11,7 @@ from app.tui.widgets.status_bar import StatusBar, StatusFigures
 from app.tui.widgets.tool_block import ToolBlock
 from backend.tools.gemma_format import format_call
 from tests.fake_engine import FakeEngine
-from tests.tui_pilot import make_app, send, wait_until
+from tests.tui_pilot import make_app, replies, send, wait_until
 
 CALC = format_call("calculator", {"expression": "6*7"}) + "<|tool_response>"
 
@@ -77,3 +77,34 @@ async def test_a_server_without_tokenize_is_named_in_a_notice(tmp_path: Path) ->
             await pilot.pause(0.2)
             notices = [str(n.message) for n in app._notifications]
             assert any("has no /tokenize" in n and "was skipped" in n for n in notices), notices
+
+
+async def test_a_reply_without_an_answer_says_so(tmp_path: Path) -> None:
+    """Hardening round 3: a thought-only or empty reply ended silently."""
+    app, _ = make_app(tmp_path, lambda p: FakeEngine(p, reply=""))
+    async with app.run_test() as pilot:
+        await send(app, pilot, "say nothing")
+        notes = [str(n.render()) for n in replies(app)[0].query(".note")]
+    assert notes == ["The model ended its reply without any text."]
+
+
+def test_a_note_for_a_reply_without_an_answer() -> None:
+    from backend.reply import empty_answer_note
+
+    assert empty_answer_note("Hi.", "", "stop") is None
+    assert empty_answer_note(" ", "hmm", "stop") == "The model thought but gave no answer."
+    assert "raise --max-tokens" in str(empty_answer_note("", "long thought", "length"))
+
+
+def test_a_thought_holding_details_tags_stays_in_its_collapsed_block(tmp_path: Path) -> None:
+    """Hardening round 3: ``</details>`` inside a thought closed the export's collapsed block."""
+    from backend.chat.conversation import Conversation
+    from backend.chat.export import chat_markdown
+    from backend.chat.store import ChatStore
+
+    conversation = Conversation(ChatStore(tmp_path / "history.db"))
+    conversation.add_user("hi")
+    conversation.add_reply("Hello.", "optimized", None, {"thought": "a </details> and <DETAILS> here"})
+    text = chat_markdown(conversation)
+    assert text.count("</details>") == 1 and text.lower().count("<details>") == 1
+    assert "&lt;/details> and &lt;DETAILS> here" in text

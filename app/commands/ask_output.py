@@ -17,7 +17,7 @@ from backend.engine.protocol import Cancelled, Failed, Finished, Started
 from backend.engine.startup import StartupTimings
 from backend.errors import GemmaChatError
 from backend.media.attachment import Attachment
-from backend.reply import ReplyDelta
+from backend.reply import ReplyDelta, empty_answer_note
 from backend.terminal_text import terminal_safe
 from backend.tools.loop import StepLimitReached, ToolFinished, ToolStarted
 from backend.tools.runner import ToolRecord
@@ -102,6 +102,9 @@ class TextPath(PathOutput):
         sys.stdout.write(f"\n  (tool step limit of {event.steps} reached)")
 
     async def on_finished(self, event: Finished) -> None:
+        note = empty_answer_note(event.text, event.thought, event.finish_reason)
+        if note:
+            self.console.write(f"\ngemma-chat: {note}\n")
         self._figures(event)
 
     async def on_cancelled(self, event: Cancelled) -> None:

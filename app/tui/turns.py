@@ -20,7 +20,7 @@ from backend.chat.verdict import Verdict, compares_so_far, first_path
 from backend.engine.metrics import TurnMetrics
 from backend.engine.pool import EnginePool
 from backend.engine.protocol import Cancelled, Failed, Finished, MetricsUpdate
-from backend.reply import ReplyDelta
+from backend.reply import ReplyDelta, empty_answer_note
 from backend.tools.loop import StepLimitReached, ToolFinished, ToolStarted
 from backend.tools.runner import ToolRecord
 
@@ -93,6 +93,9 @@ class ReplyRenderer(TurnRenderer):
     async def on_finished(self, event: Finished) -> None:
         self.view.settle(event.text, event.thought)
         await self.view.finish(event.metrics)
+        note = empty_answer_note(event.text, event.thought, event.finish_reason)
+        if note:
+            await self.view.add_note(note)
         self._ended("done", event.metrics)
 
     async def on_cancelled(self, event: Cancelled) -> None:

@@ -4,6 +4,7 @@ path, package versions, hardware, and every turn's figures."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import asdict
 from typing import Any
@@ -12,6 +13,8 @@ from backend.chat.conversation import Conversation
 from backend.provenance import hardware, package_versions
 from backend.tools.runner import ToolRecord
 from backend.tools.timeline import timeline_line
+
+_DETAILS_TAG = re.compile(r"<(/?details)", re.IGNORECASE)
 
 
 def chat_markdown(conversation: Conversation) -> str:
@@ -29,7 +32,8 @@ def chat_markdown(conversation: Conversation) -> str:
             lines.append("")
         thought = turn.extra.get("thought")
         if isinstance(thought, str) and thought:
-            quoted = "\n".join(f"> {line}" if line else ">" for line in thought.splitlines())
+            safe = _DETAILS_TAG.sub(r"&lt;\1", thought)  # a thought's own </details> cannot end the block
+            quoted = "\n".join(f"> {line}" if line else ">" for line in safe.splitlines())
             lines += ["<details><summary>thought</summary>", "", quoted, "", "</details>", ""]
         lines += [turn.text, ""]
         if turn.metrics is not None:

@@ -174,6 +174,10 @@ class MessageView(Vertical):
                 self.metrics = metrics
                 self.thought.set(self.thought.text, metrics.thought_tokens)
 
+    async def add_note(self, note: str) -> None:
+        """A line below the reply that says something about it (not part of its text)."""
+        await self.mount(Static(terminal_safe(note), classes="note", markup=False))
+
     async def fail(self, message: str) -> None:
         """End the reply with an error block; whatever streamed before stays above it."""
         await self.finish(self.metrics, "failed")
