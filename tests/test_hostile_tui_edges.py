@@ -108,3 +108,24 @@ def test_a_thought_holding_details_tags_stays_in_its_collapsed_block(tmp_path: P
     text = chat_markdown(conversation)
     assert text.count("</details>") == 1 and text.lower().count("<details>") == 1
     assert "&lt;/details> and &lt;DETAILS> here" in text
+
+
+async def test_f3_with_a_path_that_cannot_start_answers_with_the_other(tmp_path: Path) -> None:
+    """Hardening round 3: F3 with an unreachable baseline server sent nothing, and the baseline pane
+    stayed "waiting for this path's engine to start…"."""
+    engines = {
+        "baseline": FakeEngine("baseline", fail_start="The server http://127.0.0.1:9 is unreachable."),
+        "optimized": FakeEngine("optimized", reply="Optimized answer."),
+    }
+    app, _ = make_app(tmp_path, lambda p: engines[p])
+    async with app.run_test() as pilot:
+        await pilot.press("f3")
+        await send(app, pilot, "compare please")
+        view = list(app.query(CompareView))[-1]
+        baseline, optimized = view.panes["baseline"], view.panes["optimized"]
+        errors = [str(e.render()) for e in baseline.query(".error")]
+        shown = optimized.text
+        saved = [(t.role, t.text, t.path) for t in app.conversation.turns]
+    assert errors and "unreachable" in errors[0] and "did not start" in errors[0]
+    assert shown == "Optimized answer."
+    assert saved[-1] == ("assistant", "Optimized answer.", "optimized")

@@ -19,7 +19,8 @@ from backend.chat.turn import HistoryTrimmed, PromptSized, TurnPipeline
 from backend.chat.verdict import Verdict, compares_so_far, first_path
 from backend.engine.metrics import TurnMetrics
 from backend.engine.pool import EnginePool
-from backend.engine.protocol import Cancelled, Failed, Finished, MetricsUpdate
+from backend.engine.protocol import Cancelled, Failed, Finished, MetricsUpdate, PathEngine
+from backend.errors import GemmaChatError
 from backend.reply import ReplyDelta, empty_answer_note
 from backend.tools.loop import StepLimitReached, ToolFinished, ToolStarted
 from backend.tools.runner import ToolRecord
@@ -154,8 +155,22 @@ async def run_compare(
     earlier = compares_so_far(turn.extra for turn in conversation.turns)
     first = first_path(len(earlier))  # alternates from one compare of this chat to the next
     view.show_order(first)
-    baseline = await pool.ensure("baseline")
-    optimized = await pool.ensure("optimized")
+    started: dict[str, PathEngine] = {}
+    refused: GemmaChatError | None = None
+    for path in ("baseline", "optimized"):
+        try:
+            started[path] = await pool.ensure(path)
+        except GemmaChatError as error:  # e.g. an unreachable server: that pane says so
+            refused = error
+            await view.panes[path].fail(f"The {path} engine did not start: {error}")
+    if refused is not None:
+        if not started:
+            raise refused
+        (alone,) = started
+        view.show_failure(f"comparison incomplete: only the {alone} path could answer")
+        await run_single(pipeline, pool, alone, view.panes[alone], conversation, hooks)
+        return
+    baseline, optimized = started["baseline"], started["optimized"]
     renderers = {path: ReplyRenderer(pane, hooks) for path, pane in view.panes.items()}
     async for item in pipeline.compare(baseline, optimized, first):
         if isinstance(item, CompareResult):
