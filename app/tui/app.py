@@ -6,6 +6,7 @@ The app receives an engine factory (``profile name -> Engine``): the vLLM one wh
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Iterable
@@ -42,6 +43,7 @@ from backend.engine.server_http import remote_label
 from backend.engine.swap import path_note
 from backend.errors import GemmaChatError
 from backend.media.attachment import Attachment
+from backend.media.load import as_sent
 from backend.settings import Settings
 
 PATHS = ("optimized", "baseline")
@@ -221,6 +223,17 @@ class GemmaChatApp(QuitActions, BranchActions, ChatActions, AttachActions, ToolA
         if self._shutting_down or not self.messages_view.is_attached:  # quitting, or not on screen yet
             self.notify("Not sent: the app is not ready for it; your message is kept.", severity="warning")
             return
+        if self.pending:
+            try:  # a file replaced since it was attached is read again: sent and kept alike
+                fresh, notices = await asyncio.to_thread(as_sent, self.pending, self.settings.media)
+            except GemmaChatError as error:
+                self.notify(f"Not sent: {error}", severity="error", timeout=10)
+                return
+            for notice in notices:
+                self.notify(notice, severity="warning")
+            if notices:
+                self.pending = fresh
+                await self.query_one(AttachmentBar).show(self.pending)
         attachments = tuple(self.pending)
         self.turn = self._new_turn()  # busy from now on: no second send, Esc has a target
         try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from backend.media import audio, images, video
-from backend.media.attachment import Attachment, check_file
+from backend.media.attachment import Attachment, check_file, sha256_of
 from backend.settings import MediaSettings
 
 LOADERS = {"image": images.load, "audio": audio.load, "video": video.load}
@@ -30,3 +30,23 @@ def load_attachments(path_text: str | Path, limits: MediaSettings | None = None)
         track = video.sound_track(first.path, limits)
         return [first] if track is None else [first, track]
     return [first]
+
+
+def as_sent(
+    attachments: list[Attachment], limits: MediaSettings | None = None
+) -> tuple[list[Attachment], list[str]]:
+    """The attachments as their files are at send time, and a notice for each file that changed
+    since it was attached (it is loaded again: the model and the history get the same content).
+    A file that is gone or no longer a file raises ``AttachmentError``."""
+    paths = list(dict.fromkeys(attachment.path for attachment in attachments))
+    sent: list[Attachment] = []
+    notices: list[str] = []
+    for path in paths:
+        group = [attachment for attachment in attachments if attachment.path == path]
+        check_file(path)
+        if sha256_of(path) == group[0].sha256:
+            sent += group
+            continue
+        sent += load_attachments(path, limits)
+        notices.append(f"{path} changed after it was attached: the file as it is now is sent.")
+    return sent, notices
