@@ -79,3 +79,22 @@ def test_a_folder_without_a_usable_tokenizer_is_named(tmp_path: Path) -> None:
     with pytest.raises(NotACheckpoint) as failed:
         PromptRenderer.for_model(str(folder))
     assert str(folder) in str(failed.value) and "tokenizer" in str(failed.value)
+
+
+@pytest.mark.parametrize("kind", ["file", "link-loop", "missing"])
+def test_with_a_server_a_model_that_is_no_folder_is_named(tmp_path: Path, kind: str) -> None:
+    """Hardening round 3: with --server, a --model that is a file, a link loop or missing was
+    ignored, and the refusal said "Pass --model DIR" although one was passed."""
+    from backend.engine.factory import remote_engine
+    from backend.settings import Settings
+
+    model = tmp_path / "model"
+    if kind == "file":
+        model.write_text("not a folder")
+    elif kind == "link-loop":
+        model.symlink_to(model)
+    engine = remote_engine(Settings(model=str(model)), "http://127.0.0.1:9", "optimized")
+    said = {"file": "is a file, not a folder", "link-loop": "is a broken link", "missing": "is no folder"}
+    assert engine.tokenizer_dir is None and str(model) in engine.model_problem
+    assert said[kind] in engine.model_problem
+    assert remote_engine(Settings(), "http://127.0.0.1:9", "optimized").model_problem == ""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -66,14 +67,21 @@ def server_for(settings: Settings, profile: str) -> str | None:
 
 def remote_engine(settings: Settings, url: str, profile: str) -> RemoteEngine:
     """A server's engine; the chat template comes from the local model (or the served path)."""
-    from backend.engine.model_source import resolve
+    from backend.engine.model_source import DEFAULT_MODEL, resolve
 
     tokenizer: Path | None = None
+    problem = ""
+    given = Path(settings.model).expanduser()
     if settings.demo:
         tokenizer = resolve(settings.model, demo=True).path
-    elif Path(settings.model).expanduser().is_dir():
-        tokenizer = Path(settings.model).expanduser()
-    return RemoteEngine(url, tokenizer, settings.api_key, profile)
+    elif given.is_dir():
+        tokenizer = given
+    elif os.path.lexists(given):  # a file, a dangling link, a link loop
+        what = "a broken link" if given.is_symlink() else "a file"
+        problem = f"--model {settings.model} is {what}, not a folder."
+    elif settings.model != DEFAULT_MODEL:
+        problem = f"--model {settings.model} is no folder on this machine."
+    return RemoteEngine(url, tokenizer, settings.api_key, profile, model_problem=problem)
 
 
 def engine_for(

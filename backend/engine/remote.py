@@ -71,9 +71,12 @@ class RemoteEngine:
         api_key: str | None = None,
         name: str = "",
         deadlines: Deadlines | None = None,
+        model_problem: str = "",
     ) -> None:
         self.url = url.rstrip("/").removesuffix("/v1")
         self.tokenizer_dir = tokenizer_dir
+        self.model_problem = model_problem
+        """Why the ``--model`` given is no tokenizer folder ("" where none was given, or it is one)."""
         self.api_key = api_key
         self.name = name
         self.deadlines = deadlines or Deadlines()
@@ -124,9 +127,12 @@ class RemoteEngine:
             not (tokenizer / "tokenizer_config.json").is_file()
             and not (tokenizer / "tokenizer.json").is_file()
         ):
+            given = f" {self.model_problem}" if self.model_problem else ""
             raise EngineStartFailed(
-                f"The server serves {self.served_model!r}, and its chat template is not on this machine.",
-                "Pass --model DIR with that model's tokenizer files (the weights are not needed here).",
+                f"The server serves {self.served_model!r}, and its chat template is not on this "
+                f"machine.{given}",
+                "Pass --model DIR, a folder with that model's tokenizer files (the weights are not "
+                "needed here).",
             )
         import asyncio
 
