@@ -73,6 +73,11 @@ def tail(path: Path | None, max_chars: int = 4000) -> str:
     return path.read_text(errors="replace")[-max_chars:]
 
 
+_UNWRITABLE = re.compile(
+    r"\[Errno (?:30|13)\] (?P<why>Read-only file system|Permission denied): '(?P<path>[^']+)'"
+)
+"""vLLM's (or torch's) write into a cache folder that is read-only or not the user's."""
+
 def diagnose(error: BaseException, log_text: str, log_path: Path | None) -> GemmaChatError:
     """The user-facing error for a failed engine start, from the exception and the engine log."""
     text = f"{log_text}\n{error}"
@@ -103,6 +108,15 @@ def diagnose(error: BaseException, log_text: str, log_path: Path | None) -> Gemm
         return NotEnoughMemory(
             "The engine ran out of memory while starting.",
             f"Close other programs, lower --max-model-len, or use a smaller model.{where}",
+        )
+    unwritable = _UNWRITABLE.search(text)
+    if unwritable:
+        folder = unwritable.group("path")
+        return EngineStartFailed(
+            f"The engine could not write {folder}: {unwritable.group('why')}.",
+            "vLLM keeps its compile cache under VLLM_CACHE_ROOT (default ~/.cache/vllm) and gemma-chat "
+            "its own under GEMMA_CHAT_HOME: point the one named at a writable folder, or make it "
+            f"writable.{where}",
         )
     last = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
     cause = root_cause(log_text) if any(wrapper in last for wrapper in _WRAPPERS) else None
