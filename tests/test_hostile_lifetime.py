@@ -194,3 +194,35 @@ async def test_f6_during_a_plain_reply_does_not_mark_that_reply_as_thinking(tmp_
     reply = next(m for m in store.branch(chat) if m.role == "assistant")
     store.close()
     assert reply.extra.get("think") is False, reply.extra
+
+
+async def test_ctrl_q_during_a_tool_step_of_a_reply_without_text_keeps_its_calls(tmp_path: Path) -> None:
+    """Hardening round 3: Ctrl+Q during a long tool step saved nothing of a reply made only of calls."""
+    from app.tui.screens.approval import ApprovalScreen
+    from app.tui.widgets.prompt_input import PromptInput
+    from backend.chat.store import ChatStore
+    from backend.settings import ToolSettings
+    from backend.tools.gemma_format import format_call
+
+    calls = format_call("current_time", {}) + format_call("calculator", {"expression": "6 * 7"})
+    app, _ = make_app(
+        tmp_path,
+        lambda p: FakeEngine(p, script=[calls + "<|tool_response>", "42"]),
+        tools=ToolSettings(approval="every-call"),
+    )
+    async with app.run_test() as pilot:
+        app.query_one(PromptInput).text = "time and 6*7?"
+        await pilot.press("enter")
+        await wait_until_streaming(pilot, lambda: isinstance(app.screen, ApprovalScreen))
+        await pilot.press("ctrl+q")
+        started = time.monotonic()
+        while app.is_running and time.monotonic() - started < 10:
+            await pilot.pause(0.05)
+        assert not app.is_running
+    store = ChatStore(tmp_path / "history.db")
+    chat = store.last_chat()
+    assert chat is not None
+    saved = store.branch(chat)
+    store.close()
+    assert saved[-1].role == "assistant" and saved[-1].extra.get("status") == "stopped", saved[-1]
+    assert saved[-1].extra.get("tools"), "the calls made so far are kept"

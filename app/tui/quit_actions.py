@@ -116,9 +116,10 @@ class QuitActions:
         elif isinstance(last, MessageView) and last.role != "user":
             panes = [last]
         for view in panes:
-            if view.text or view.thought.text:
-                path = view.path or self.path
-                extra = {"status": "stopped", "stopped_by": reason, **turn.history_extra(path)}
+            path = view.path or self.path
+            kept = turn.history_extra(path)
+            if view.text or view.thought.text or kept.get("tools"):  # a reply of tool calls only counts
+                extra = {"status": "stopped", "stopped_by": reason, **kept}
                 if view.thought.text:
                     extra["thought"] = view.thought.text
                 self.conversation.add_reply(view.text, path, view.metrics, extra)
