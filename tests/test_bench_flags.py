@@ -41,3 +41,27 @@ def test_a_count_below_one_is_refused_by_the_parser(
     with pytest.raises(SystemExit) as exited:
         build_parser().parse_args(["bench", "--demo", *args])
     assert exited.value.code == 2 and said in capsys.readouterr().err
+
+
+def test_a_negative_seed_is_refused_with_its_key() -> None:
+    """Hardening round 3: ``[engine] seed = -1`` was accepted, then vLLM refused it after the start."""
+    from pydantic import ValidationError
+
+    from backend.settings import EngineSettings
+
+    with pytest.raises(ValidationError, match="greater than or equal to 0"):
+        EngineSettings(seed=-1)
+    assert EngineSettings(seed=7).seed == 7
+
+
+@pytest.mark.parametrize(
+    ("value", "off"), [("0", True), ("false", True), ("OFF", True), ("no", True), ("1", False)]
+)
+def test_the_early_core_variable_reads_the_usual_words_for_off(
+    monkeypatch: pytest.MonkeyPatch, value: str, off: bool
+) -> None:
+    """Hardening round 3: ``GEMMA_CHAT_EARLY_CORE=false`` silently meant on."""
+    from backend.engine import vllm
+
+    monkeypatch.setenv(vllm.EARLY_CORE_VARIABLE, value)
+    assert vllm._early_core_off() is off
