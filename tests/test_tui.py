@@ -245,6 +245,16 @@ async def _attach_and_wait(app: GemmaChatApp, pilot: Any, count: int) -> None:
     await wait_until(pilot, lambda: len(app.pending) >= count)
 
 
+async def _attach_by_command(app: GemmaChatApp, pilot: Any, path: Path) -> PromptInput:
+    """``/attach PATH`` typed and sent; returns once the attachment is pending."""
+    prompt, count = app.query_one(PromptInput), len(app.pending) + 1
+    prompt.text = f"/attach {path}"
+    prompt.focus()
+    await pilot.press("enter")
+    await _attach_and_wait(app, pilot, count)
+    return prompt
+
+
 async def test_attach_by_command_paste_and_chip_removal(tmp_path: Path) -> None:
     from textual import events
 
@@ -255,11 +265,7 @@ async def test_attach_by_command_paste_and_chip_removal(tmp_path: Path) -> None:
     audio = audio_file(tmp_path / "voice.wav", seconds=1.0)
     app, engines = make_app(tmp_path)
     async with app.run_test() as pilot:
-        prompt = app.query_one(PromptInput)
-        prompt.text = f"/attach {image}"
-        prompt.focus()
-        await pilot.press("enter")
-        await _attach_and_wait(app, pilot, 1)
+        prompt = await _attach_by_command(app, pilot, image)
         prompt.post_message(events.Paste(f"'{audio}'"))  # a terminal drop arrives as a bracketed paste
         await _attach_and_wait(app, pilot, 2)
         bar = app.query_one(AttachmentBar)
@@ -367,11 +373,7 @@ async def test_a_file_replaced_after_attach_is_sent_and_kept_as_it_is_now(tmp_pa
     image = image_file(tmp_path / "cat.png")
     app, engines = make_app(tmp_path)
     async with app.run_test() as pilot:
-        prompt = app.query_one(PromptInput)
-        prompt.text = f"/attach {image}"
-        prompt.focus()
-        await pilot.press("enter")
-        await _attach_and_wait(app, pilot, 1)
+        await _attach_by_command(app, pilot, image)
         image_file(image, width=64, height=48)  # replaced before send
         await send(app, pilot, "What is this?")
         request = engines["optimized"].requests[-1]
