@@ -78,6 +78,7 @@ _UNWRITABLE = re.compile(
 )
 """vLLM's (or torch's) write into a cache folder that is read-only or not the user's."""
 
+
 def diagnose(error: BaseException, log_text: str, log_path: Path | None) -> GemmaChatError:
     """The user-facing error for a failed engine start, from the exception and the engine log."""
     text = f"{log_text}\n{error}"
