@@ -61,7 +61,7 @@ def test_the_early_core_variable_reads_the_usual_words_for_off(
     monkeypatch: pytest.MonkeyPatch, value: str, off: bool
 ) -> None:
     """Hardening round 3: ``GEMMA_CHAT_EARLY_CORE=false`` silently meant on."""
-    from backend.engine import vllm
+    from backend.compat import early_core
 
-    monkeypatch.setenv(vllm.EARLY_CORE_VARIABLE, value)
-    assert vllm._early_core_off() is off
+    monkeypatch.setenv(early_core.VARIABLE, value)
+    assert early_core.turned_off() is off

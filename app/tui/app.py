@@ -6,7 +6,6 @@ The app receives an engine factory (``profile name -> Engine``): the vLLM one wh
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Iterable
@@ -43,7 +42,6 @@ from backend.engine.server_http import remote_label
 from backend.engine.swap import path_note
 from backend.errors import GemmaChatError
 from backend.media.attachment import Attachment
-from backend.media.load import as_sent
 from backend.settings import Settings
 
 PATHS = ("optimized", "baseline")
@@ -207,10 +205,7 @@ class GemmaChatApp(QuitActions, BranchActions, ChatActions, AttachActions, ToolA
     # -- turns ---------------------------------------------------------------------------------
     def on_prompt_input_scroll_chat(self, message: PromptInput.ScrollChat) -> None:
         view = self.messages_view
-        if message.pages < 0:
-            view.scroll_page_up(animate=False)
-        else:
-            view.scroll_page_down(animate=False)
+        (view.scroll_page_up if message.pages < 0 else view.scroll_page_down)(animate=False)
 
     async def on_prompt_input_submitted(self, message: PromptInput.Submitted) -> None:
         if message.text.startswith("/attach "):
@@ -223,17 +218,8 @@ class GemmaChatApp(QuitActions, BranchActions, ChatActions, AttachActions, ToolA
         if self._shutting_down or not self.messages_view.is_attached:  # quitting, or not on screen yet
             self.notify("Not sent: the app is not ready for it; your message is kept.", severity="warning")
             return
-        if self.pending:
-            try:  # a file replaced since it was attached is read again: sent and kept alike
-                fresh, notices = await asyncio.to_thread(as_sent, self.pending, self.settings.media)
-            except GemmaChatError as error:
-                self.notify(f"Not sent: {error}", severity="error", timeout=10)
-                return
-            for notice in notices:
-                self.notify(notice, severity="warning")
-            if notices:
-                self.pending = fresh
-                await self.query_one(AttachmentBar).show(self.pending)
+        if not await self._pending_as_sent():
+            return
         attachments = tuple(self.pending)
         self.turn = self._new_turn()  # busy from now on: no second send, Esc has a target
         try:

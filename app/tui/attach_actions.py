@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -13,7 +14,7 @@ from app.tui.widgets.prompt_input import PromptInput
 from app.tui.widgets.status_bar import StatusBar
 from backend.errors import GemmaChatError
 from backend.media.attachment import Attachment
-from backend.media.load import load_attachments
+from backend.media.load import as_sent, load_attachments
 from backend.settings import Settings
 
 
@@ -67,6 +68,23 @@ class AttachActions:
         if 0 <= message.index < len(self.pending):
             self.pending.pop(message.index)
             await self._show_pending()
+
+    async def _pending_as_sent(self: AttachHost) -> bool:
+        """The attachments re-read where their file changed since attaching (the model and the
+        history get the same content); False, with a notice, where one can no longer be sent."""
+        if not self.pending:
+            return True
+        try:
+            fresh, notices = await asyncio.to_thread(as_sent, self.pending, self.settings.media)
+        except GemmaChatError as error:
+            self.notify(f"Not sent: {error}", severity="error", timeout=10)
+            return False
+        for notice in notices:
+            self.notify(notice, severity="warning")
+        if notices:
+            self.pending = fresh
+            await self._show_pending()
+        return True
 
     async def _show_pending(self: AttachHost) -> None:
         await self.query_one(AttachmentBar).show(self.pending)

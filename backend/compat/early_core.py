@@ -37,6 +37,16 @@ from multiprocessing import popen_spawn_posix, resource_tracker, spawn
 from multiprocessing import util as _util
 from typing import Any
 
+VARIABLE = "GEMMA_CHAT_EARLY_CORE"
+"""Set to 0, false, off or no (any case): spawn vLLM's engine core the usual way."""
+OFF_WORDS = ("0", "false", "off", "no")
+
+
+def turned_off() -> bool:
+    """Whether the user turned the early start off (``VARIABLE``)."""
+    return os.environ.get(VARIABLE, "").strip().lower() in OFF_WORDS
+
+
 # multiprocessing's internals this module works with have no (or partial) type stubs.
 context: Any = _context
 util: Any = _util

@@ -49,13 +49,6 @@ from backend.messages import ChatMessage, PromptRenderer, RenderedPrompt
 _START_LOCK = threading.Lock()
 DEAD_MESSAGE = "The engine process stopped unexpectedly; restart the engine to continue."
 _DEATH_POLL_S = 0.5
-EARLY_CORE_VARIABLE = "GEMMA_CHAT_EARLY_CORE"
-OFF_WORDS = ("0", "false", "off", "no")
-
-
-def _early_core_off() -> bool:
-    """``GEMMA_CHAT_EARLY_CORE`` set to 0, false, off or no (any case)."""
-    return os.environ.get(EARLY_CORE_VARIABLE, "").strip().lower() in OFF_WORDS
 
 
 T = TypeVar("T")
@@ -198,7 +191,7 @@ class VllmEngine:
         with _START_LOCK:  # not while another start has its variables (and vLLM's) in the environment
             environment = start_env.current()
         self._env_before = start_env.predicted(environment, self.config.env_values(), {})
-        if _early_core_off() or not cpu_build():
+        if early_core.turned_off() or not cpu_build():
             return
         changes = StartEnv().changes(self._env_key)
         if changes is None:
