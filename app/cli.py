@@ -346,7 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as error:  # a bug: one readable line (the traceback goes to the log), never silence
-        from backend.failures import record_failure
+        from backend.errors.failures import record_failure
 
         what = f"running gemma-chat {args.command or 'chat'}"
         print(f"gemma-chat: {record_failure(what, error)}", file=sys.stderr)

@@ -11,13 +11,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from backend.compat import centroid_drafts
+from backend.config.settings import EngineSettings
 from backend.engine.log import capture_stderr
 from backend.engine.model_source import resolve
 from backend.engine.profiles import Argument, EngineProfile, engine_config
 from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
 from backend.engine.vllm import VllmEngine
-from backend.messages import ChatMessage, PromptRenderer
-from backend.settings import EngineSettings
+from backend.gemma4.messages import ChatMessage, PromptRenderer
 
 PROMPTS = ("Hello there", "Count to twenty.", "Name three rivers.")
 SETTINGS = EngineSettings(dtype="float32", max_model_len=1024, kv_cache_gib=1, speculation="mtp")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from backend.messages import IMAGE_PLACEHOLDER, ChatMessage, MediaKind
+from backend.gemma4.messages import IMAGE_PLACEHOLDER, ChatMessage, MediaKind
 
 TOOL_NAMES = ("calculator", "current_time", "read_file", "search_history", "weather.lookup", "git.log")
 WORDS = ("alpha", "Tokyo, JP", 'say "hi"', "a{b}[c]", "line one\nline two", "東京 🚀", "  padded  ", "x:y,z")

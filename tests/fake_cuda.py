@@ -123,12 +123,12 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     from dataclasses import replace
     from pathlib import Path
 
+    from backend.config.settings import EngineSettings
     from backend.engine.argument import Argument
     from backend.engine.gpu import GpuRefused, detect_gpu
     from backend.engine.model_source import resolve
     from backend.engine.placement import plan_for
     from backend.engine.profiles import EngineProfile, engine_config
-    from backend.settings import EngineSettings
 
     out: dict[str, Any] = {}
     gpu = detect_gpu()

@@ -25,7 +25,7 @@ from backend.engine.protocol import (
     TurnEvent,
 )
 from backend.engine.warmup import WARM_UP_PREFIX
-from backend.messages import ChatMessage, RenderedPrompt
+from backend.gemma4.messages import ChatMessage, RenderedPrompt
 
 
 @dataclass

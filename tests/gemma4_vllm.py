@@ -14,9 +14,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from backend.reply import Prompted, read_reply
-from backend.tools.gemma_values import Bare, by_look
-from backend.tools.schema_values import _items, _property, to_schema, types_of
+from backend.gemma4.call_values import Bare, by_look
+from backend.gemma4.reply import Prompted, read_reply
+from backend.gemma4.schema_values import _items, _property, to_schema, types_of
 from tests.gemma4_cases import Case, Slip, Unquoted
 
 DEMO = Path(__file__).resolve().parents[1] / "assets/demo/model"

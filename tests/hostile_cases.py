@@ -16,15 +16,15 @@ from typing import Any
 
 
 def attach(path: str, limits: dict[str, Any] | None = None) -> str:
+    from backend.config.settings import MediaSettings
     from backend.media.load import load_attachments
-    from backend.settings import MediaSettings
 
     loaded = load_attachments(path, MediaSettings(**(limits or {})))
     return "; ".join(f"{a.kind} {a.detail} {a.tokens} tokens {' '.join(a.notices)}" for a in loaded)
 
 
 def parse_call(text: str) -> str:
-    from backend.tools.gemma_format import parse_output
+    from backend.gemma4.call_format import parse_output
 
     parsed = parse_output(text)
     errors = [c.error for c in parsed.calls if c.error]
@@ -52,7 +52,7 @@ def read_file(root: str, path: str) -> str:
 
 def list_and_render(root: str, model_dir: str) -> str:
     """list_directory's result through the runner's JSON safety into a real chat template."""
-    from backend.messages import ChatMessage, PromptRenderer
+    from backend.gemma4.messages import ChatMessage, PromptRenderer
     from backend.tools.runner import json_safe
 
     listing = json_safe(_tools(root)["list_directory"].function("."))
@@ -67,7 +67,7 @@ def list_and_render(root: str, model_dir: str) -> str:
 
 def load_config(home: str) -> str:
     os.environ["GEMMA_CHAT_HOME"] = home
-    from backend.settings import load_settings
+    from backend.config.settings import load_settings
 
     settings = load_settings()
     return f"tools.enabled={settings.tools.enabled} allowed_dirs={settings.tools.allowed_dirs}"

@@ -19,7 +19,7 @@ def load_config_env(home: str, env: dict[str, str]) -> str:
     for name in [n for n in os.environ if n.startswith("GEMMA_CHAT_")]:
         del os.environ[name]
     os.environ.update({**env, "GEMMA_CHAT_HOME": home})
-    from backend.settings import load_settings
+    from backend.config.settings import load_settings
 
     settings = load_settings()
     return f"tools.enabled={settings.tools.enabled} max_tokens={settings.max_tokens}"

@@ -82,8 +82,8 @@ def big_tool_result(data_dir: str) -> str:
     from backend.chat.conversation import Conversation
     from backend.chat.store import ChatStore
     from backend.engine.protocol import EngineRequest, SamplingSettings
-    from backend.messages import ChatMessage
-    from backend.tools.gemma_format import format_call
+    from backend.gemma4.call_format import format_call
+    from backend.gemma4.messages import ChatMessage
     from backend.tools.loop import ToolTurn
     from backend.tools.registry import ToolRegistry
     from backend.tools.runner import ToolRunner

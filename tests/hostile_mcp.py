@@ -10,7 +10,7 @@ SERVER = str(Path(__file__).resolve().parent / "mcp_raw_server.py")
 
 
 def _host(mode: str, log_dir: str, timeout_s: float = 10.0):  # type: ignore[no-untyped-def]
-    from backend.settings import McpServerSettings
+    from backend.config.settings import McpServerSettings
     from backend.tools.mcp.host import McpHost
 
     settings = McpServerSettings(command=sys.executable, args=[SERVER, mode], timeout_s=timeout_s)
@@ -64,9 +64,9 @@ def many_tools_turn(log_dir: str, model_dir: str) -> str:
     """A two-word prompt with 500 MCP tools offered, on a 4,096-token window: the turn is refused
     before it is sent, and the message must blame the declarations, not the prompt."""
     from backend.chat.turn import FixedPrompt, TurnOptions, TurnPipeline
+    from backend.config.settings import Settings
     from backend.engine.protocol import EngineInfo, PathEngine, SamplingSettings
-    from backend.messages import ChatMessage, PromptRenderer
-    from backend.settings import Settings
+    from backend.gemma4.messages import ChatMessage, PromptRenderer
     from backend.tools.from_settings import tool_runner
 
     class Renderer:

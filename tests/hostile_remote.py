@@ -23,7 +23,7 @@ def remote_turn(
     """Connect, run one turn; return the notes and the reply, or raise with the failure."""
     from backend.engine.protocol import EngineRequest, Failed, Finished, SamplingSettings
     from backend.engine.remote import RemoteEngine
-    from backend.messages import ChatMessage
+    from backend.gemma4.messages import ChatMessage
 
     try:
         from backend.engine.remote_checks import Deadlines

@@ -89,8 +89,8 @@ def main() -> None:
     import soxr  # noqa: F401
 
     import backend.chat.conversation
+    import backend.config.settings
     import backend.media.load
-    import backend.settings
     import backend.tools.builtins  # noqa: F401
     import tests.hostile_cases  # noqa: F401
 

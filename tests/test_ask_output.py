@@ -12,10 +12,10 @@ from app.commands.ask_output import JsonReport, TextPrinter
 from backend.chat.rendering import dispatch
 from backend.engine.metrics import TurnMetrics
 from backend.engine.protocol import Finished, Started
-from backend.reply import ReplyDelta
+from backend.engine.reply_events import ReplyDelta
+from backend.gemma4.tool_call import ToolCall
 from backend.tools.loop import ToolFinished, ToolStarted
 from backend.tools.runner import ToolRecord
-from backend.tools.spec import ToolCall
 
 CALL = ToolCall("calculator", {"expression": "6 * 7"})
 RECORD = ToolRecord(1, "calculator", {"expression": "6 * 7"}, "ok", result=42, duration_s=0.0004)

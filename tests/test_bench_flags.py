@@ -47,7 +47,7 @@ def test_a_negative_seed_is_refused_with_its_key() -> None:
     """Hardening round 3: ``[engine] seed = -1`` was accepted, then vLLM refused it after the start."""
     from pydantic import ValidationError
 
-    from backend.settings import EngineSettings
+    from backend.config.settings import EngineSettings
 
     with pytest.raises(ValidationError, match="greater than or equal to 0"):
         EngineSettings(seed=-1)

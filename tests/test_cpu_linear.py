@@ -12,15 +12,15 @@ import pytest
 import torch
 
 from backend.compat import cpu_linear
+from backend.config.settings import EngineSettings
 from backend.engine.log import capture_stderr
 from backend.engine.model_source import ModelSource
 from backend.engine.profiles import Argument, EngineProfile, engine_config
 from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
 from backend.engine.vllm import VllmEngine
+from backend.gemma4.messages import ChatMessage, PromptRenderer
 from backend.kernels import bf16_linear
 from backend.kernels.env import KERNEL_ENV as CPU_LINEAR_ENV
-from backend.messages import ChatMessage, PromptRenderer
-from backend.settings import EngineSettings
 
 WHY_NOT = bf16_linear.usable_here()
 pytestmark = pytest.mark.skipif(WHY_NOT is not None, reason=f"kernel not used on this CPU: {WHY_NOT}")

@@ -17,7 +17,7 @@ from backend.engine.model_source import ModelSource, calls_tools, demo_model
 from backend.engine.profiles import EngineProfile, engine_config
 from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
 from backend.engine.vllm import VllmEngine
-from backend.messages import ChatMessage, PromptRenderer
+from backend.gemma4.messages import ChatMessage, PromptRenderer
 
 SOURCE = '''
 import functools

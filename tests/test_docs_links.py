@@ -200,7 +200,7 @@ def documented_keys(block: str) -> set[str]:
 def test_configuration_doc_loads_and_names_every_setting(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from backend.settings import Settings, load_settings
+    from backend.config.settings import Settings, load_settings
 
     (block,) = toml_blocks(ROOT / "docs" / "configuration.md")
     (tmp_path / "config").mkdir()
@@ -214,7 +214,7 @@ def test_configuration_doc_loads_and_names_every_setting(
 
 
 def test_readme_configuration_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from backend.settings import load_settings
+    from backend.config.settings import load_settings
 
     (block,) = toml_blocks(ROOT / "README.md")
     (tmp_path / "config").mkdir()

@@ -10,9 +10,9 @@ import pytest
 
 from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
 from backend.engine.vllm import VllmEngine
+from backend.gemma4.messages import ChatMessage, PromptRenderer
 from backend.media.attachment import media_payloads
 from backend.media.load import load_attachment
-from backend.messages import ChatMessage, PromptRenderer
 from tests.media_files import audio_file, image_file, video_file
 from tests.test_cli import _gemma_chat
 

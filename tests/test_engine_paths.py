@@ -7,8 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from backend.chat.parity import compare_tokens, run_parity
+from backend.config.settings import EngineSettings
 from backend.engine.model_source import ModelSource
+from backend.engine.parity import compare_tokens, run_parity
 from backend.engine.profiles import EngineProfile, engine_config
 from backend.engine.prompt_sets import parity_prompts
 from backend.engine.protocol import (
@@ -22,8 +23,7 @@ from backend.engine.protocol import (
 )
 from backend.engine.vllm import DEAD_MESSAGE, VllmEngine
 from backend.errors import EngineDied
-from backend.messages import ChatMessage, PromptRenderer
-from backend.settings import EngineSettings
+from backend.gemma4.messages import ChatMessage, PromptRenderer
 from tests.engine_processes import engine_cores
 
 pytestmark = pytest.mark.engine

@@ -15,7 +15,7 @@ from backend.engine.protocol import (
     TurnEvent,
 )
 from backend.engine.vllm import VllmEngine
-from backend.messages import ChatMessage, PromptRenderer
+from backend.gemma4.messages import ChatMessage, PromptRenderer
 
 pytestmark = pytest.mark.engine
 

@@ -63,7 +63,7 @@ def _saved_branch(home: Path, title: str, monkeypatch: pytest.MonkeyPatch) -> li
     """The (role, text) of each message the app saved for the chat titled ``title``, read from
     where the app with that home keeps its history."""
     from backend.chat.store import ChatStore
-    from backend.settings import load_settings
+    from backend.config.settings import load_settings
 
     monkeypatch.setenv("GEMMA_CHAT_HOME", str(home))
     store = ChatStore(load_settings().history_path())

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from backend.reply import read_reply
+from backend.gemma4.reply import read_reply
 from tests.gemma4_cases import CLOSE, arguments, render_calls, reply, template
 from tests.gemma4_vllm import kinds_of, same, vllm_parsers
 

@@ -18,13 +18,13 @@ from typing import Any
 
 import pytest
 
+from backend.config.settings import EngineSettings
 from backend.engine.footprint import GIB
 from backend.engine.gpu import GpuRefused, described_gpu
 from backend.engine.model_source import resolve
 from backend.engine.placement import plan_for
 from backend.engine.profiles import EngineProfile, engine_config
 from backend.errors import NotACheckpoint
-from backend.settings import EngineSettings
 from tests.e2b_folder import make_e2b_folder
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -294,8 +294,8 @@ def test_exact_sets_batch_invariant_on_both_paths(faked: dict[str, Any]) -> None
 
 def test_the_compare_line_says_which_kernels_a_gpu_ran() -> None:
     from backend.chat.compare import CompareResult, kernel_mode
-    from backend.chat.parity import compare_tokens
     from backend.engine.metrics import TurnMetrics
+    from backend.engine.parity import compare_tokens
     from backend.engine.protocol import EngineInfo, Finished
 
     def info(env: dict[str, str], gpu: bool = True) -> EngineInfo:
@@ -323,7 +323,7 @@ async def test_bench_on_a_gpu_follows_the_plan(
     whole setting each one after the other) and its schedule says which."""
     from backend.bench import session
     from backend.bench.options import BenchOptions
-    from backend.settings import Settings
+    from backend.config.settings import Settings
     from tests.fake_engine import FakeEngine
 
     source = resolve(str(e2b))

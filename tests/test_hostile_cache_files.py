@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from backend import cache_json
+from backend.config import cache_json
 from backend.engine.speculation import choice
 from backend.engine.start_env import StartEnv
 from backend.engine.start_history import StartHistory

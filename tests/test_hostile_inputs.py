@@ -148,7 +148,7 @@ def test_vllm_gemma4_parser_was_run_on_the_corpus_and_does_not_hold() -> None:
     parses or refuses with a reason, so gemma-chat keeps its own (tools/gemma_format.py)."""
     from vllm.tool_parsers.gemma4_utils import parse_tool_calls
 
-    from backend.tools.gemma_format import parse_output
+    from backend.gemma4.call_format import parse_output
 
     marker_in_string = f"{CALL}f{{a:{Q}}}{END} still text{Q}}}{END}"
     assert parse_tool_calls(marker_in_string)[0]["arguments"] == {"a": ""}, "vLLM cuts the string"

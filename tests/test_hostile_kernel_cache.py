@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from backend import cache_json
+from backend.config import cache_json
 from backend.kernels import build
 
 pytestmark = pytest.mark.skipif(

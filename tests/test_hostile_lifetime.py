@@ -63,8 +63,8 @@ async def test_quitting_mid_reply_saves_the_partial_reply(tmp_path: Path, how: s
 async def test_ctrl_q_quits_over_the_tool_approval_dialog(tmp_path: Path) -> None:
     from app.tui.screens.approval import ApprovalScreen
     from app.tui.widgets.prompt_input import PromptInput
-    from backend.settings import ToolSettings
-    from backend.tools.gemma_format import format_call
+    from backend.config.settings import ToolSettings
+    from backend.gemma4.call_format import format_call
 
     call = format_call("calculator", {"expression": "6 * 7"}) + "<|tool_response>"
     app, _ = make_app(
@@ -201,8 +201,8 @@ async def test_ctrl_q_during_a_tool_step_of_a_reply_without_text_keeps_its_calls
     from app.tui.screens.approval import ApprovalScreen
     from app.tui.widgets.prompt_input import PromptInput
     from backend.chat.store import ChatStore
-    from backend.settings import ToolSettings
-    from backend.tools.gemma_format import format_call
+    from backend.config.settings import ToolSettings
+    from backend.gemma4.call_format import format_call
 
     calls = format_call("current_time", {}) + format_call("calculator", {"expression": "6 * 7"})
     app, _ = make_app(

@@ -58,7 +58,7 @@ def _server_pids(pidfile: Path, timeout_s: float = 60.0) -> list[int]:
 
 
 def test_host_close_ends_a_server_that_ignores_eof_and_its_detached_child(tmp_path: Path) -> None:
-    from backend.settings import McpServerSettings
+    from backend.config.settings import McpServerSettings
     from backend.tools.mcp.host import McpHost
 
     pidfile = tmp_path / "pids"
@@ -75,7 +75,7 @@ def test_host_close_ends_a_server_that_ignores_eof_and_its_detached_child(tmp_pa
 OWNER = """
 import sys, time
 from backend.lifetime.owner import own
-from backend.settings import McpServerSettings
+from backend.config.settings import McpServerSettings
 from backend.tools.mcp.host import McpHost
 own()
 host = McpHost({"h": McpServerSettings(command=sys.executable, args=[sys.argv[1], sys.argv[2]])})

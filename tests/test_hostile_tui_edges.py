@@ -9,7 +9,7 @@ from pathlib import Path
 from app.tui.widgets.compare_view import CompareView
 from app.tui.widgets.status_bar import StatusBar, StatusFigures
 from app.tui.widgets.tool_block import ToolBlock
-from backend.tools.gemma_format import format_call
+from backend.gemma4.call_format import format_call
 from tests.fake_engine import FakeEngine
 from tests.tui_pilot import make_app, replies, send, wait_until
 
@@ -89,7 +89,7 @@ async def test_a_reply_without_an_answer_says_so(tmp_path: Path) -> None:
 
 
 def test_a_note_for_a_reply_without_an_answer() -> None:
-    from backend.reply import empty_answer_note
+    from backend.gemma4.reply import empty_answer_note
 
     assert empty_answer_note("Hi.", "", "stop") is None
     assert empty_answer_note(" ", "hmm", "stop") == "The model thought but gave no answer."

@@ -117,3 +117,52 @@ def test_no_module_is_over_400_lines_and_each_says_what_it_holds() -> None:
         assert len(text.splitlines()) <= 400, f"{path.relative_to(root)} has {len(text.splitlines())} lines"
         doc = ast.get_docstring(ast.parse(text))
         assert doc and doc.strip(), f"{path.relative_to(root)} has no opening line saying what it holds"
+
+
+ROOMS = (
+    "backend.errors",  # the error types everything raises
+    "backend.config",  # settings, the folders and the files gemma-chat reads and keeps
+    "backend.errors.failures",  # internal errors, recorded in the log folder
+    "backend.assets",
+    "backend.terminal_text",
+    "backend.provenance",
+    "backend.gemma4",  # how Gemma 4 speaks: template, messages, replies, calls, declarations
+    "backend.media",
+    "backend.kernels",
+    "backend.lifetime",
+    "backend.compat",
+    "backend.checkpoints",
+    "backend.demo",
+    "backend.engine",
+    "backend.tools",
+    "backend.bench",
+    "backend.chat",
+)
+"""The backend's rooms from the bottom up: a module imports from its own room or the ones below."""
+PACKAGES = {room.removeprefix("backend.") for room in ROOMS if "." not in room.removeprefix("backend.")}
+MAX_LOOSE = 8
+
+
+def _room(module: str) -> str:
+    return max(
+        (room for room in ROOMS if module == room or module.startswith(room + ".")), key=len, default=""
+    )
+
+
+def test_imports_run_down_the_rooms_only() -> None:
+    from pathlib import Path
+
+    graph = _module_graph()
+    backend = sorted(name for name in graph if name.startswith("backend."))
+    assert [name for name in backend if not _room(name)] == [], "every backend module is in a room"
+    root = Path(__file__).resolve().parent.parent / "backend"
+    loose = sorted(p.stem for p in root.glob("*.py") if p.stem != "__init__")
+    assert len(loose) <= MAX_LOOSE, f"the backend's top level holds {len(loose)} loose modules: {loose}"
+    upward = [
+        f"{name} -> {target}"
+        for name in backend
+        for target in sorted(graph[name])
+        if target.startswith("backend.") and ROOMS.index(_room(target)) > ROOMS.index(_room(name))
+    ]
+    assert upward == [], "imports that run up: " + "; ".join(upward)
+    assert _room("backend.gemma4.reply") == "backend.gemma4" and "chat" in PACKAGES

@@ -20,8 +20,8 @@ import pytest
 
 from app.tui.widgets.prompt_input import PromptInput
 from app.tui.widgets.tool_block import ToolBlock
-from backend.settings import McpServerSettings, McpSettings, SettingsError, load_settings
-from backend.tools.gemma_format import format_call
+from backend.config.settings import McpServerSettings, McpSettings, SettingsError, load_settings
+from backend.gemma4.call_format import format_call
 from backend.tools.mcp.config import McpConfigError, configured_servers, read_servers_json
 from backend.tools.mcp.host import McpHost
 from tests.test_tui_tools import _scripted, wait_for_dialog

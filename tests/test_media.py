@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from backend.config.settings import MediaSettings
 from backend.media.attachment import AttachmentError
 from backend.media.load import load_attachment
 from backend.media.token_costs import audio_soft_tokens, image_soft_tokens
-from backend.settings import MediaSettings
 from tests.hostile_files import tone
 from tests.media_files import audio_file, image_file, video_file
 

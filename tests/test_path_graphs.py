@@ -23,12 +23,12 @@ from pathlib import Path
 import pytest
 
 from backend.compat import cpu_linear, forced_linear
+from backend.config.settings import EngineSettings
 from backend.engine import compile_cache
 from backend.engine.model_source import resolve
 from backend.engine.profiles import EngineProfile, engine_config
 from backend.kernels import bf16_linear
 from backend.kernels.env import FORCE_ENV
-from backend.settings import EngineSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPT = "def fibonacci(n):"

@@ -14,9 +14,9 @@ import pytest
 
 from backend.chat.compare import ENV_LABELS
 from backend.compat import prefill_drafts
+from backend.config.settings import EngineSettings
 from backend.engine.model_source import ModelSource
 from backend.engine.profiles import EngineProfile, engine_config
-from backend.settings import EngineSettings
 
 
 def test_a_step_is_prefills_only_when_no_request_decodes() -> None:

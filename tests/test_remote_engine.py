@@ -22,14 +22,14 @@ from pathlib import Path
 
 import pytest
 
-from backend.chat.parity import tokenization_difference
 from backend.checkpoints import GeneratedCheckpoint
+from backend.engine.parity import tokenization_difference
 from backend.engine.protocol import Cancelled, Delta, EngineRequest, Failed, Finished, SamplingSettings
 from backend.engine.remote import RemoteEngine
 from backend.engine.server_http import remote_label
 from backend.engine.vllm import VllmEngine
 from backend.errors import EngineStartFailed
-from backend.messages import ChatMessage
+from backend.gemma4.messages import ChatMessage
 
 pytestmark = pytest.mark.engine
 ROOT = Path(__file__).resolve().parents[1]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from backend.reply import Prompted, ReplyStream, read_reply
+from backend.gemma4.reply import Prompted, ReplyStream, read_reply
 
 Q = '<|"|>'
 THINKING = Prompted(thinking=True)
@@ -83,8 +83,8 @@ def test_a_streaming_reply_of_a_thousand_calls_is_read_once_past_its_first_call(
 ) -> None:
     """Hardening round 3: the reply was read again on every piece (1,000 calls: minutes of CPU);
     past the first call nothing is read until the step's end, and the answer before it still shows."""
-    from backend import reply as reply_module
-    from backend.tools.gemma_format import format_call
+    from backend.gemma4 import reply as reply_module
+    from backend.gemma4.call_format import format_call
 
     text = "Let me check. " + "".join(format_call("calc", {"x": n}) for n in range(1000))
     reads: list[str] = []
@@ -98,7 +98,7 @@ def test_a_streaming_reply_of_a_thousand_calls_is_read_once_past_its_first_call(
 
 def test_without_thinking_mode_a_channel_marker_that_opens_no_thought_stays_text() -> None:
     """Hardening round 3: the rest of the answer became a thought ("…opens withthought: and the rest")."""
-    from backend.reply import Prompted, read_reply
+    from backend.gemma4.reply import Prompted, read_reply
 
     said = read_reply("It opens with<|channel> and the rest stays.", Prompted())
     assert (said.answer, said.thought) == ("It opens with<|channel> and the rest stays.", "")

@@ -11,7 +11,7 @@ from typing import Any
 
 from app.tui.app import GemmaChatApp
 from app.tui.widgets.prompt_input import PromptInput
-from backend.settings import Settings
+from backend.config.settings import Settings
 from tests.fake_engine import FakeEngine
 from tests.tui_pilot import wait_until
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from backend.checkpoints import GeneratedCheckpoint
+from backend.config.settings import EngineSettings
 from backend.engine.model_source import ModelSource
 from backend.engine.profiles import EngineProfile, engine_config
 from backend.engine.speculation import probe
@@ -22,7 +23,6 @@ from backend.engine.speculation.choice import (
     tokens_per_step,
 )
 from backend.engine.speculation.probe import measure_speculation
-from backend.settings import EngineSettings
 
 PLAIN = ProbeRun("none", 0, (100.0, 100.0, 100.0))
 

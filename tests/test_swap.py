@@ -15,9 +15,9 @@ import pytest
 
 from app.tui.app import GemmaChatApp
 from app.tui.widgets.compare_view import CompareView
+from backend.config.settings import Settings
 from backend.engine.pool import EnginePool
 from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
-from backend.settings import Settings
 from tests.fake_engine import FakeEngine
 from tests.tui_pilot import replies, send, wait_until
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from backend import template_bounds
 from backend.engine.model_source import resolve
 from backend.errors import NotACheckpoint
-from backend.messages import ChatMessage, PromptRenderer
+from backend.gemma4 import template_bounds
+from backend.gemma4.messages import ChatMessage, PromptRenderer
 
 LOOPS = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
 FLOODS = "{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}"
@@ -85,8 +85,8 @@ def test_a_folder_without_a_usable_tokenizer_is_named(tmp_path: Path) -> None:
 def test_with_a_server_a_model_that_is_no_folder_is_named(tmp_path: Path, kind: str) -> None:
     """Hardening round 3: with --server, a --model that is a file, a link loop or missing was
     ignored, and the refusal said "Pass --model DIR" although one was passed."""
+    from backend.config.settings import Settings
     from backend.engine.factory import remote_engine
-    from backend.settings import Settings
 
     model = tmp_path / "model"
     if kind == "file":

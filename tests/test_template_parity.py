@@ -18,8 +18,8 @@ import pytest
 
 from backend.assets import ASSETS
 from backend.checkpoints.tokenizer import chat_template
-from backend.messages import ChatMessage
-from backend.template_messages import template_messages
+from backend.gemma4.messages import ChatMessage
+from backend.gemma4.template_messages import template_messages
 from backend.tools.builtins import ToolContext
 from backend.tools.registry import ToolRegistry
 from backend.tools.sandbox import Sandbox

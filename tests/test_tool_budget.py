@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from backend.chat.tool_budget import declarations_too_large
-from backend.messages import ChatMessage
+from backend.gemma4.messages import ChatMessage
 
 
 @dataclass

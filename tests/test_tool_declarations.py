@@ -14,10 +14,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from backend.messages import ChatMessage
-from backend.template_messages import template_messages
-from backend.tools.declarations import template_parameters
-from backend.tools.gemma_format import parse_output
+from backend.gemma4.call_format import parse_output
+from backend.gemma4.declarations import template_parameters
+from backend.gemma4.messages import ChatMessage
+from backend.gemma4.template_messages import template_messages
 from backend.tools.spec import Tool
 from tests.published_templates import CURRENT, published
 from tests.test_template_parity import _tokenizer

@@ -13,15 +13,16 @@ import pytest
 
 from backend.chat.store import ChatStore
 from backend.engine.protocol import Cancelled, EngineRequest, Finished, SamplingSettings
-from backend.messages import ChatMessage
+from backend.gemma4.call_format import format_call
+from backend.gemma4.messages import ChatMessage
+from backend.gemma4.tool_call import ToolCall
 from backend.tools.builtins import ToolContext, builtin_tools
 from backend.tools.calculator import CalculationError, evaluate
-from backend.tools.gemma_format import format_call
 from backend.tools.loop import StepLimitReached, ToolFinished, ToolStarted, ToolTurn
 from backend.tools.registry import ToolRegistry
 from backend.tools.runner import ToolRunner
 from backend.tools.sandbox import Sandbox, SandboxError
-from backend.tools.spec import Tool, ToolArgumentsError, ToolCall, tool
+from backend.tools.spec import Tool, ToolArgumentsError, tool
 from backend.tools.timeline import timeline_line
 from tests.fake_engine import FakeEngine
 

@@ -13,9 +13,9 @@ import pytest
 
 from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
 from backend.engine.vllm import VllmEngine
-from backend.messages import ChatMessage
+from backend.gemma4.call_format import format_call
+from backend.gemma4.messages import ChatMessage
 from backend.tools.builtins import ToolContext
-from backend.tools.gemma_format import format_call
 from backend.tools.loop import ToolTurn
 from backend.tools.registry import ToolRegistry
 from backend.tools.runner import ToolRunner
@@ -146,7 +146,7 @@ async def test_a_forced_call_to_an_mcp_tool_runs_on_its_server(
     stdio server written with the SDK) reaches the next prompt."""
     import sys
 
-    from backend.settings import McpServerSettings
+    from backend.config.settings import McpServerSettings
     from backend.tools.mcp.host import McpHost
 
     server = Path(__file__).with_name("mcp_server.py")
@@ -184,8 +184,8 @@ async def test_an_mcp_image_result_goes_to_the_model_in_its_tool_response(
     from dataclasses import replace
 
     from backend.chat.turn import FixedPrompt, TurnOptions, TurnPipeline
+    from backend.config.settings import McpServerSettings
     from backend.engine.protocol import PathEngine
-    from backend.settings import McpServerSettings
     from backend.tools.mcp.host import McpHost
 
     assert "image" in eager_engine.info.modalities, "the tiny checkpoint has a vision tower"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from backend.reply import ReplyStream, read_reply
-from backend.tools.gemma_format import format_call, parse_output
-from backend.tools.gemma_values import MalformedCall, parse_arguments
+from backend.gemma4.call_format import format_call, parse_output
+from backend.gemma4.call_values import MalformedCall, parse_arguments
+from backend.gemma4.reply import ReplyStream, read_reply
 
 Q = '<|"|>'
 

@@ -13,8 +13,8 @@ from textual.widgets import Static
 from app.tui.app import GemmaChatApp
 from app.tui.screens.text_prompt import TextPromptScreen
 from app.tui.widgets.message_view import MessageView
+from backend.config.settings import Settings
 from backend.engine.protocol import EngineRequest, TurnEvent
-from backend.settings import Settings
 from tests.fake_engine import FakeEngine
 from tests.tui_pilot import replies, send, wait_until
 

@@ -12,8 +12,8 @@ from app.tui.widgets.compare_view import CompareView
 from app.tui.widgets.prompt_input import PromptInput
 from app.tui.widgets.tool_block import ToolBlock
 from backend.chat.store import ChatStore
-from backend.settings import ToolSettings
-from backend.tools.gemma_format import format_call
+from backend.config.settings import ToolSettings
+from backend.gemma4.call_format import format_call
 from tests.fake_engine import FakeEngine
 from tests.tui_pilot import make_app, replies, send, wait_until
 

@@ -13,8 +13,8 @@ from backend.chat.turn import FixedPrompt, HistoryTrimmed, PromptSized, TurnOpti
 from backend.chat.verdict import Verdict
 from backend.engine.protocol import Cancelled, EngineInfo, Failed, Finished, PathEngine, SamplingSettings
 from backend.errors import PromptTooLong
+from backend.gemma4.messages import ChatMessage
 from backend.media.attachment import AttachmentError
-from backend.messages import ChatMessage
 from backend.tools.builtins import ToolContext
 from backend.tools.registry import ToolRegistry
 from backend.tools.runner import ToolRunner

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from backend.chat.compare import SAME_PATHS, CompareResult, PathDifference
-from backend.chat.parity import TokenParity
 from backend.chat.verdict import (
     COMPARE_KEY,
     SPEEDUP_KEY,
@@ -12,6 +11,7 @@ from backend.chat.verdict import (
     first_path,
 )
 from backend.engine.metrics import TurnMetrics
+from backend.engine.parity import TokenParity
 from backend.engine.protocol import Finished
 
 SPECULATION = (PathDifference("speculative_config", None, {"method": "mtp", "num_speculative_tokens": 2}),)

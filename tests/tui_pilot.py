@@ -10,7 +10,7 @@ from typing import Any
 from app.tui.app import GemmaChatApp
 from app.tui.widgets.message_view import MessageView
 from app.tui.widgets.prompt_input import PromptInput
-from backend.settings import Settings
+from backend.config.settings import Settings
 from tests.fake_engine import FakeEngine
 
 Factory = Callable[[str], FakeEngine]

@@ -28,17 +28,18 @@ from backend.engine.gpu import GpuRefused
 from backend.engine.log import capture_stderr
 from backend.engine.placement import plan_for
 from backend.engine.protocol import Engine, Finished, PathEngine, SamplingSettings
+from backend.engine.reply_events import ReplyDelta
 from backend.engine.startup import StartClock, timings
 from backend.engine.vllm import VllmEngine
 from backend.engine.warmup import warm_up
 from backend.errors import GemmaChatError
+from backend.gemma4.messages import ChatMessage
+from backend.gemma4.tool_call import ToolCall
 from backend.media.load import load_attachments
-from backend.messages import ChatMessage
-from backend.reply import ReplyDelta
 from backend.tools.from_settings import mcp_host, tool_runner
 from backend.tools.mcp.host import McpHost
 from backend.tools.runner import Decision
-from backend.tools.spec import Tool, ToolCall
+from backend.tools.spec import Tool
 from backend.tools.timeline import call_signature
 
 

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 from app.commands.flags import settings_from_args
-from backend import paths
 from backend.bench.options import BENCH_LOG, WORKLOAD_NAMES, BenchOptions, default_requests
 from backend.bench.session import run_bench
+from backend.config import paths
 from backend.engine.factory import resolve_model
 from backend.engine.log import capture_stderr
 from backend.engine.model_source import ModelSource, generated_model

@@ -6,7 +6,8 @@ import argparse
 import asyncio
 
 from app.commands.flags import settings_from_args
-from backend import paths
+from backend.config import paths
+from backend.config.settings import EngineSettings, Settings
 from backend.engine.compile_cache import GRAPH_REASON
 from backend.engine.factory import resolve_model
 from backend.engine.gpu import GpuRefused, described_gpu, parse_capability
@@ -18,7 +19,6 @@ from backend.engine.placement import plan_for
 from backend.engine.profiles import PROFILE_NAMES, EngineProfile, engine_config
 from backend.engine.speculation.choice import SpeculationChoice
 from backend.errors import ModelNotFound
-from backend.settings import EngineSettings, Settings
 
 
 def measure_with_progress(source: ModelSource, settings: EngineSettings) -> SpeculationChoice:

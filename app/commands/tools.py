@@ -10,8 +10,8 @@ import json
 import sys
 
 from app.commands.flags import settings_from_args
-from backend import paths
-from backend.settings import Settings
+from backend.config import paths
+from backend.config.settings import Settings
 from backend.terminal_text import terminal_safe
 from backend.tools.from_settings import mcp_host, tool_runner
 from backend.tools.mcp.host import ServerStatus

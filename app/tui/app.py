@@ -36,13 +36,13 @@ from app.tui.widgets.status_bar import StatusBar
 from backend.chat.conversation import Conversation
 from backend.chat.store import ChatStore, StoreError
 from backend.chat.turn import TurnOptions, TurnPipeline
+from backend.config.settings import Settings
 from backend.engine.pool import EngineFactory, EnginePool, EngineState
 from backend.engine.protocol import SamplingSettings
 from backend.engine.server_http import remote_label
 from backend.engine.swap import path_note
 from backend.errors import GemmaChatError
 from backend.media.attachment import Attachment
-from backend.settings import Settings
 
 PATHS = ("optimized", "baseline")
 

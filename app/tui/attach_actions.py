@@ -12,10 +12,10 @@ from app.tui.screens.file_picker import FilePickerScreen
 from app.tui.widgets.attachment_bar import AttachmentBar
 from app.tui.widgets.prompt_input import PromptInput
 from app.tui.widgets.status_bar import StatusBar
+from backend.config.settings import Settings
 from backend.errors import GemmaChatError
 from backend.media.attachment import Attachment
 from backend.media.load import as_sent, load_attachments
-from backend.settings import Settings
 
 
 class AttachHost(Protocol):

@@ -13,8 +13,8 @@ from app.tui.widgets.message_view import MessageView
 from backend.chat.conversation import Conversation
 from backend.chat.export import chat_markdown, receipt_json
 from backend.chat.store import ChatStore
+from backend.config.settings import Settings
 from backend.engine.pool import EnginePool
-from backend.settings import Settings
 
 
 class ChatHost(Protocol):

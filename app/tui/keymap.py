@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterator
 
-from backend.settings import SettingsError, config_file
+from backend.config.settings import SettingsError, config_file
 
 MODIFIERS = ("ctrl", "shift", "alt", "meta", "super", "hyper")
 

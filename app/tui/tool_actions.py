@@ -10,13 +10,14 @@ from typing import Any, Protocol
 from textual.app import SystemCommand
 
 from app.tui.screens.approval import ApprovalScreen
-from backend import paths
+from backend.config import paths
+from backend.config.settings import APPROVAL_POLICIES, ApprovalPolicy, Settings
 from backend.errors import GemmaChatError
-from backend.settings import APPROVAL_POLICIES, ApprovalPolicy, Settings
+from backend.gemma4.tool_call import ToolCall
 from backend.tools.from_settings import mcp_host, tool_runner
 from backend.tools.mcp.host import McpHost
 from backend.tools.runner import Decision, ToolRunner
-from backend.tools.spec import Tool, ToolCall
+from backend.tools.spec import Tool
 
 POLICY_TEXT: dict[ApprovalPolicy, str] = {
     "side-effects": "ask before tools with side effects",

@@ -20,8 +20,9 @@ from backend.chat.verdict import Verdict, compares_so_far, first_path
 from backend.engine.metrics import TurnMetrics
 from backend.engine.pool import EnginePool
 from backend.engine.protocol import Cancelled, Failed, Finished, MetricsUpdate, PathEngine
+from backend.engine.reply_events import ReplyDelta
 from backend.errors import GemmaChatError
-from backend.reply import ReplyDelta, empty_answer_note
+from backend.gemma4.reply import empty_answer_note
 from backend.tools.loop import StepLimitReached, ToolFinished, ToolStarted
 from backend.tools.runner import ToolRecord
 

@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from backend.bench.rows import Row, figure, num, rows_for
 from backend.bench.workload_runs import RequestResult, WorkloadRun, acceptance_of
-from backend.chat.compare import SAME_PATHS
-from backend.chat.parity import ParityReport, compare_tokens
+from backend.engine.parity import SAME_PATHS, ParityReport, compare_tokens
 from backend.errors import GemmaChatError
 
 if TYPE_CHECKING:
@@ -22,8 +21,8 @@ if TYPE_CHECKING:
     from backend.bench.peer import PeerRun
     from backend.bench.roofs import Roofs
     from backend.bench.step_costs import StepCosts
+    from backend.config.settings import Settings
     from backend.engine.model_source import ModelSource
-    from backend.settings import Settings
 
 SCHEMA_VERSION = 2
 

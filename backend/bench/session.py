@@ -28,6 +28,7 @@ from backend.bench.peer import PeerRun
 from backend.bench.report import BenchReport, PathRun
 from backend.bench.workload_runs import BenchPrompt, WorkloadRun, run_chat, run_sequential, run_throughput
 from backend.bench.workloads import Workloads, load_workloads
+from backend.config.settings import Settings
 from backend.engine.factory import remote_engine, server_for
 from backend.engine.memory_plan import MemoryPlan
 from backend.engine.model_source import ModelSource
@@ -37,8 +38,7 @@ from backend.engine.profiles import EngineConfig, EngineProfile, engine_config
 from backend.engine.protocol import Engine
 from backend.engine.quiet import settle, settle_s
 from backend.engine.vllm import VllmEngine
-from backend.messages import ChatMessage
-from backend.settings import Settings
+from backend.gemma4.messages import ChatMessage
 
 
 def model_threads(settings: Settings, source: ModelSource) -> int:
@@ -389,7 +389,7 @@ def _path_setup(
 def _rendered_prompts(
     source: ModelSource, workloads: Workloads, options: BenchOptions
 ) -> dict[str, list[str]]:
-    from backend.messages import PromptRenderer
+    from backend.gemma4.messages import PromptRenderer
 
     renderer = PromptRenderer.for_model(str(source.path))
     sets = prompt_sets(workloads, options)

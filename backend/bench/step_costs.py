@@ -161,7 +161,7 @@ async def run_step_costs(source: Any, settings: Any, options: Any, log_dir: Any,
     from backend.bench.options import BENCH_LOG
     from backend.engine.profiles import Argument, EngineProfile, engine_config
     from backend.engine.vllm import VllmEngine
-    from backend.messages import ChatMessage
+    from backend.gemma4.messages import ChatMessage
 
     small = settings.engine.model_copy(
         update={"kv_cache_gib": min(settings.engine.kv_cache_gib or STEP_KV_CACHE_GIB, STEP_KV_CACHE_GIB)}

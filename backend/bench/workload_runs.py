@@ -17,8 +17,8 @@ from typing import Any
 from backend.engine.metrics import TurnMetrics
 from backend.engine.protocol import Engine, EngineRequest, Failed, Finished, SamplingSettings, TurnEvent
 from backend.errors import GemmaChatError
-from backend.messages import ChatMessage
-from backend.tools.gemma_format import clean_text
+from backend.gemma4.call_format import clean_text
+from backend.gemma4.messages import ChatMessage
 
 Tick = Callable[[], None]
 

@@ -11,17 +11,14 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from backend.chat.parity import TokenParity
 from backend.compat.one_call_step import ENV as ONE_CALL_STEP_ENV
 from backend.compat.prefill_drafts import ENV as NO_PREFILL_DRAFTS_ENV
 from backend.compat.sampled_row_drafts import ENV as SAMPLED_ROW_DRAFTS_ENV
 from backend.compat.uni_worker import ENV as UNI_WORKER_ENV
 from backend.engine.compile_cache import GRAPH_KEY
+from backend.engine.parity import SAME_PATHS, TokenParity
 from backend.engine.protocol import EngineInfo, Finished
 from backend.kernels.env import KERNEL_ENV, THREADS_ENV
-
-SAME_PATHS = "optimized = baseline on this machine: nothing applies"
-
 
 ENV_LABELS = {
     f"env {KERNEL_ENV}": "bf16 linear kernel",

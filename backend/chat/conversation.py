@@ -11,9 +11,9 @@ from dataclasses import dataclass, field, replace
 
 from backend.chat.store import ChatStore, StoreError
 from backend.engine.metrics import TurnMetrics
+from backend.gemma4.messages import ChatMessage, MediaKind, Role
 from backend.media.attachment import Attachment, AttachmentError
 from backend.media.load import load_attachment
-from backend.messages import ChatMessage, MediaKind, Role
 from backend.tools.transcript import transcript_from_json
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from backend.chat.turn import ENDINGS, HistoryTrimmed, PipelineEvent, PromptSized
 from backend.engine.protocol import Cancelled, Failed, Finished, MetricsUpdate, Started
-from backend.reply import ReplyDelta
+from backend.engine.reply_events import ReplyDelta
 from backend.tools.loop import StepLimitReached, ToolFinished, ToolStarted
 
 

@@ -13,7 +13,7 @@ from collections import Counter
 from typing import Any
 
 from backend.errors import PromptTooLong
-from backend.messages import ChatMessage, PromptRenderer
+from backend.gemma4.messages import ChatMessage, PromptRenderer
 
 
 def declarations_too_large(

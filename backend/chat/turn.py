@@ -24,9 +24,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from backend.chat.compare import CompareResult, kernel_mode, path_differences
-from backend.chat.parity import compare_tokens, tokenization_difference
 from backend.chat.tool_budget import declarations_too_large
+from backend.config.settings import ToolSettings
 from backend.engine.metrics import TurnMetrics
+from backend.engine.parity import compare_tokens, tokenization_difference
 from backend.engine.protocol import (
     Cancelled,
     EngineRequest,
@@ -37,12 +38,12 @@ from backend.engine.protocol import (
     TurnEvent,
 )
 from backend.engine.quiet import settle
+from backend.engine.reply_events import ReplyDelta, finish_step, read_step
 from backend.errors import PromptTooLong
+from backend.gemma4.messages import IMAGE_PLACEHOLDER, ChatMessage, RenderedPrompt
+from backend.gemma4.reply import Prompted, ReplyStream
 from backend.media.attachment import Attachment, AttachmentError, media_payloads
 from backend.media.load import load_attachment
-from backend.messages import IMAGE_PLACEHOLDER, ChatMessage, RenderedPrompt
-from backend.reply import Prompted, ReplyDelta, ReplyStream, finish_step, read_step
-from backend.settings import ToolSettings
 from backend.tools.loop import ToolEvent, ToolTurn
 from backend.tools.runner import ToolRunner
 from backend.tools.shared_results import SharedResults

@@ -20,7 +20,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from backend.bench.spread import Spread, within_noise
-from backend.chat.compare import SAME_PATHS, CompareResult
+from backend.chat.compare import CompareResult
+from backend.engine.parity import SAME_PATHS
 
 COMPARE_KEY = "compare"
 """A compared reply's extra: the verdict line as it was shown."""

@@ -15,11 +15,11 @@ from backend.compat.one_call_step import ENV as ONE_CALL_STEP_ENV
 from backend.compat.prefill_drafts import ENV as NO_PREFILL_DRAFTS_ENV
 from backend.compat.sampled_row_drafts import ENV as SAMPLED_ROW_DRAFTS_ENV
 from backend.compat.uni_worker import ENV as UNI_WORKER_ENV
+from backend.config.settings import EngineSettings
 from backend.engine.argument import Argument
 from backend.kernels.env import AVX2_FORCES, FORCE_ENV, FORCE_VALUES, forced
 from backend.kernels.env import KERNEL_ENV as CPU_LINEAR_ENV
 from backend.kernels.env import THREADS_ENV as CPU_LINEAR_THREADS_ENV
-from backend.settings import EngineSettings
 
 
 def optimized_cpu_env(settings: EngineSettings) -> tuple[dict[str, Argument], tuple[str, ...]]:

@@ -10,7 +10,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from backend import paths
+from backend.config import paths
+from backend.config.settings import Settings
 from backend.engine.memory_plan import MemoryPlan
 from backend.engine.model_source import ModelSource, resolve
 from backend.engine.placement import plan_for
@@ -19,8 +20,7 @@ from backend.engine.protocol import EngineInfo, EngineRequest, Failed, ProgressC
 from backend.engine.remote import RemoteEngine
 from backend.engine.vllm import VllmEngine
 from backend.errors import EngineStartFailed, GemmaChatError
-from backend.messages import ChatMessage, RenderedPrompt
-from backend.settings import Settings
+from backend.gemma4.messages import ChatMessage, RenderedPrompt
 
 
 def new_log_path(tag: str) -> Path:

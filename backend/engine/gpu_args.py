@@ -5,9 +5,9 @@ changes it only where ``profiles --measure`` found another faster with the same 
 
 from __future__ import annotations
 
+from backend.config.settings import EngineSettings
 from backend.engine.argument import Argument
 from backend.engine.memory_plan import MemoryPlan
-from backend.settings import EngineSettings
 
 BATCH_INVARIANT_ENV = "VLLM_BATCH_INVARIANT"
 

@@ -14,8 +14,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from backend import paths
 from backend.assets import ASSETS, asset
+from backend.config import paths
 from backend.errors import ModelNotFound, NotACheckpoint
 
 DEFAULT_MODEL = "google/gemma-4-E2B-it"

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 
+from backend.config.settings import EngineSettings
 from backend.engine.footprint import engine_footprint
 from backend.engine.gpu import GpuFacts, check_dtype, check_gpu, detect_gpu
 from backend.engine.memory_plan import MemoryPlan, plan_memory
 from backend.engine.model_source import ModelSource
 from backend.engine.platform import default_max_model_len
-from backend.settings import EngineSettings
 
 
 def context_tokens(source: ModelSource, settings: EngineSettings) -> int:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from backend.compat.uni_worker import ENV as UNI_WORKER_ENV
+from backend.config.settings import EngineSettings
 from backend.engine.argument import Argument
 from backend.engine.compile_cache import with_graph_key
 from backend.engine.cpu_env import optimized_cpu_env, speculating_cpu_env
@@ -27,7 +28,6 @@ from backend.engine.memory_plan import MemoryPlan
 from backend.engine.model_source import ModelSource
 from backend.engine.platform import default_max_model_len, on_gpu
 from backend.engine.speculation.choice import SpeculationChoice, choice_key, stored_choice
-from backend.settings import EngineSettings
 
 ProfileName = Literal["baseline", "optimized", "eager"]
 PROFILE_NAMES: tuple[ProfileName, ...] = ("baseline", "optimized", "eager")

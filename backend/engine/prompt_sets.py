@@ -8,8 +8,8 @@ from typing import Any
 
 from backend.assets import asset
 from backend.engine.protocol import EngineRequest, SamplingSettings
+from backend.gemma4.messages import ChatMessage, MediaKind, PromptRenderer
 from backend.media import synthetic
-from backend.messages import ChatMessage, MediaKind, PromptRenderer
 
 
 @dataclass(frozen=True)

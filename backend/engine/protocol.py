@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from backend.engine.metrics import TurnMetrics
-from backend.messages import ChatMessage, RenderedPrompt
+from backend.gemma4.messages import ChatMessage, RenderedPrompt
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,7 @@ from backend.engine.server_http import (
 )
 from backend.engine.tokenizer_check import TokenizerDivergence, first_divergence
 from backend.errors import EngineStartFailed
-from backend.messages import ChatMessage, PromptRenderer, RenderedPrompt
+from backend.gemma4.messages import ChatMessage, PromptRenderer, RenderedPrompt
 
 CONNECT_TIMEOUT_S = 10.0
 TOKENIZER_SAMPLE = "Déjà vu: 3 × 7 = 21, isn't it? <b>print('日本語')</b>"

@@ -17,8 +17,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from backend import paths
-from backend.cache_json import read_object, write_object
+from backend.config import paths
+from backend.config.cache_json import read_object, write_object
 
 FILE_NAME = "engine-env.json"
 

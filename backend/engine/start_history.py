@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from backend import paths
-from backend.cache_json import read_object, write_object
+from backend.config import paths
+from backend.config.cache_json import read_object, write_object
 
 FILE_NAME = "engine-starts.json"
 

@@ -25,7 +25,7 @@ from backend.engine.protocol import (
     TurnEvent,
 )
 from backend.errors import GemmaChatError
-from backend.messages import ChatMessage, RenderedPrompt
+from backend.gemma4.messages import ChatMessage, RenderedPrompt
 
 if TYPE_CHECKING:
     from backend.engine.protocol import Engine

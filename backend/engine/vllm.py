@@ -20,8 +20,8 @@ from typing import Any, TypeVar
 
 import psutil
 
-from backend import cache_json
 from backend.compat import early_core
+from backend.config import cache_json
 from backend.engine import compile_cache, start_env
 from backend.engine import env as vllm_env
 from backend.engine.log import diagnose, tail
@@ -44,7 +44,7 @@ from backend.engine.protocol import (
 from backend.engine.start_env import StartEnv
 from backend.engine.stats import EngineStats, stat_logger_factory
 from backend.errors import EngineDied, EngineStartFailed, GemmaChatError
-from backend.messages import ChatMessage, PromptRenderer, RenderedPrompt
+from backend.gemma4.messages import ChatMessage, PromptRenderer, RenderedPrompt
 
 _START_LOCK = threading.Lock()
 DEAD_MESSAGE = "The engine process stopped unexpectedly; restart the engine to continue."

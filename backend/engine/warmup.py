@@ -15,7 +15,7 @@ import uuid
 
 from backend.engine.protocol import Engine, EngineRequest, Failed, SamplingSettings
 from backend.errors import EngineStartFailed
-from backend.messages import ChatMessage
+from backend.gemma4.messages import ChatMessage
 
 WARM_UP_PREFIX = "warm-up-"
 """Every warm-up request's id starts with this (a fake engine or a log can tell them apart)."""

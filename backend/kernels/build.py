@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
-from backend import cache_json, paths
+from backend.config import cache_json, paths
 
 SOURCE_DIR = Path(__file__).parent
 FLAGS = ("-O3", "-mavx2", "-mfma", "-shared", "-fPIC", "-pthread")

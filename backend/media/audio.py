@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from backend.config.settings import MediaSettings
 from backend.media.attachment import AUDIO_EXTENSIONS, Attachment, AttachmentError, sha256_of
 from backend.media.token_costs import AUDIO_MAX_TOKENS, AUDIO_RATE, audio_tokens
-from backend.settings import MediaSettings
 
 MAX_SECONDS = AUDIO_MAX_TOKENS * 0.040  # 30 s
 RATES = (4000, 384000)

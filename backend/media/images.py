@@ -13,9 +13,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from backend.config.settings import MediaSettings
 from backend.media.attachment import IMAGE_EXTENSIONS, Attachment, AttachmentError, sha256_of
 from backend.media.token_costs import image_tokens
-from backend.settings import MediaSettings
 
 MAX_SIDE = 2048
 ORIENTATIONS = {

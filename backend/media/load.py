@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from backend.config.settings import MediaSettings
 from backend.media import audio, images, video
 from backend.media.attachment import Attachment, check_file, sha256_of
-from backend.settings import MediaSettings
 
 LOADERS = {"image": images.load, "audio": audio.load, "video": video.load}
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from backend.config.settings import MediaSettings
 from backend.media import audio
 from backend.media.attachment import Attachment, AttachmentError, sha256_of
 from backend.media.token_costs import video_tokens
-from backend.settings import MediaSettings
 
 MAX_SIDE = 960
 SEEK_ABOVE_S = 60.0

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from backend.messages import valid_utf8
+from backend.gemma4.messages import valid_utf8
 from backend.tools.calculator import evaluate
 from backend.tools.sandbox import Sandbox
 from backend.tools.spec import Tool

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from backend.settings import Settings
+from backend.config.settings import Settings
 from backend.tools.builtins import ToolContext
 from backend.tools.mcp.config import configured_servers
 from backend.tools.mcp.host import McpHost

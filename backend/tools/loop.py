@@ -17,11 +17,12 @@ from typing import Any
 
 from backend.engine.metrics import TurnMetrics, combine_metrics
 from backend.engine.protocol import Cancelled, Engine, EngineRequest, Failed, Finished, TurnEvent
+from backend.engine.reply_events import ReplyDelta, finish_step, read_step
 from backend.errors import GemmaChatError
-from backend.messages import ChatMessage
-from backend.reply import Prompted, Reply, ReplyDelta, ReplyStream, finish_step, read_step
+from backend.gemma4.messages import ChatMessage
+from backend.gemma4.reply import Prompted, Reply, ReplyStream
+from backend.gemma4.tool_call import ToolCall
 from backend.tools.runner import ToolRecord, ToolRunner
-from backend.tools.spec import ToolCall
 
 MAX_CALLS_PER_STEP = 16
 """Calls past this many in one reply are recorded as skipped, not run (a reply of a thousand

@@ -16,9 +16,9 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from backend import paths
+from backend.config import paths
+from backend.config.settings import MediaSettings
 from backend.media.attachment import AttachmentError
-from backend.settings import MediaSettings
 
 MIME_SUFFIXES = {
     "image/png": ".png",

@@ -19,10 +19,11 @@ from typing import Any, Literal
 
 from pydantic_core import to_jsonable_python
 
-from backend.messages import valid_utf8
-from backend.settings import ApprovalPolicy
+from backend.config.settings import ApprovalPolicy
+from backend.gemma4.messages import valid_utf8
+from backend.gemma4.tool_call import ToolCall
 from backend.tools.registry import ToolRegistry
-from backend.tools.spec import Tool, ToolArgumentsError, ToolCall, ToolOutput
+from backend.tools.spec import Tool, ToolArgumentsError, ToolOutput
 
 Status = Literal[
     "ok",

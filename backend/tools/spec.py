@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from backend.gemma4.tool_call import ToolCall
 
 
 class ToolArgumentsError(ValueError):
@@ -73,8 +75,8 @@ class Tool:
 
     def declaration(self) -> dict[str, Any]:
         """The OpenAI-style declaration the chat template renders as ``<|tool>declaration:…``, its
-        parameters in the shape the template writes without loss (``backend.tools.declarations``)."""
-        from backend.tools.declarations import template_parameters
+        parameters in the shape the template writes without loss (``backend.gemma4.declarations``)."""
+        from backend.gemma4.declarations import template_parameters
 
         parameters = template_parameters(self.parameters())
         return {
@@ -86,7 +88,7 @@ class Tool:
         """The call's arguments as this tool's schema types them: what the model wrote without
         ``<|"|>`` delimiters (``zip:02139``) stays text for a string parameter, a quoted number
         becomes a number for a numeric one."""
-        from backend.tools.schema_values import to_schema
+        from backend.gemma4.schema_values import to_schema
 
         if call.written is None:
             return call.arguments
@@ -162,18 +164,3 @@ def strip_titles(schema: Any, *, names: bool = False) -> Any:
     if isinstance(schema, list):
         return [strip_titles(v) for v in schema]
     return schema
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """One call the model asked for: the tool's name and its (parsed, not yet validated) arguments."""
-
-    name: str
-    arguments: dict[str, Any] = field(default_factory=dict)
-    raw: str = ""
-    """The call as the model wrote it."""
-    error: str | None = None
-    """Set when the call text could not be parsed (then ``arguments`` is empty)."""
-    written: Any = None
-    """The arguments as written (``backend.tools.gemma_values.parse_written``: undelimited values
-    as ``Bare``), for the tool's schema to type; None for a call made in code."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from backend.messages import ChatMessage
+from backend.gemma4.messages import ChatMessage
 
 
 def transcript_to_json(messages: list[ChatMessage]) -> list[dict[str, Any]]:

@@ -10,8 +10,9 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static
 
+from backend.gemma4.tool_call import ToolCall
 from backend.tools.runner import Decision
-from backend.tools.spec import Tool, ToolCall
+from backend.tools.spec import Tool
 
 
 class ApprovalScreen(ModalScreen[Decision]):

@@ -12,10 +12,10 @@ from app.tui.widgets.markdown_stream import ThrottledMarkdownStream
 from app.tui.widgets.thought_block import ThoughtBlock
 from app.tui.widgets.tool_block import ToolBlock
 from backend.engine.metrics import TurnMetrics
+from backend.gemma4.tool_call import ToolCall
 from backend.media.attachment import Attachment
 from backend.terminal_text import terminal_safe
 from backend.tools.runner import ToolRecord
-from backend.tools.spec import ToolCall
 from backend.tools.timeline import duration_text
 
 

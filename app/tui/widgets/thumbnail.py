@@ -8,9 +8,9 @@ from pathlib import Path
 from rich.style import Style
 from rich.text import Text
 
+from backend.config.settings import MediaSettings
 from backend.media import images
 from backend.media.attachment import AttachmentError
-from backend.settings import MediaSettings
 
 MAX_COLUMNS = 48
 MAX_ROWS = 16

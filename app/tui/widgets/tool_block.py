@@ -9,9 +9,9 @@ from textual.containers import Vertical
 from textual.widgets import Button, Collapsible, Static
 
 from app.tui.widgets.thumbnail import thumbnail
+from backend.gemma4.tool_call import ToolCall
 from backend.terminal_text import terminal_safe
 from backend.tools.runner import ToolRecord
-from backend.tools.spec import ToolCall
 from backend.tools.timeline import STATUS_MARKS, call_signature, duration_text
 
 PREVIEW_CHARS = 600

@@ -28,11 +28,11 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from backend import cache_json, paths
+from backend.config import cache_json, paths
 
 if TYPE_CHECKING:
+    from backend.config.settings import EngineSettings
     from backend.engine.model_source import ModelSource
-    from backend.settings import EngineSettings
 
 PROBE_DRAFTS = 4
 MIN_GAIN = 1.05

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from backend.config.settings import EngineSettings
 from backend.engine.gpu import detect_gpu
 from backend.engine.gpu_args import attention_candidates
 from backend.engine.model_source import ModelSource
@@ -45,8 +46,7 @@ from backend.engine.speculation.choice import (
 from backend.engine.stats import StepRecord
 from backend.engine.vllm import VllmEngine
 from backend.errors import GemmaChatError
-from backend.messages import PromptRenderer
-from backend.settings import EngineSettings
+from backend.gemma4.messages import PromptRenderer
 
 PROBE_LOG = "speculation-probe.log"
 """The file under the logs directory the probe's engines write to (their stderr is captured there)."""

@@ -17,9 +17,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from backend.config.file_checks import parse_bounded, read_checked
+from backend.config.settings import MCP_SERVER_NAME, McpServerSettings, McpSettings
 from backend.errors import GemmaChatError
-from backend.file_checks import parse_bounded, read_checked
-from backend.settings import MCP_SERVER_NAME, McpServerSettings, McpSettings
 
 KNOWN_KEYS = {"command", "args", "env", "cwd", "url", "headers", "timeout_s"}
 

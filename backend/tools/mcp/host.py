@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from backend.settings import McpServerSettings
+from backend.config.settings import McpServerSettings
 from backend.tools.mcp.bridge import McpToolError, offered_names, result_value, to_tool
 from backend.tools.mcp.faults import Faults, UnreadableAnswer, route_sdk_log
 from backend.tools.spec import Tool

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from backend.config.settings import McpServerSettings
 from backend.lifetime.mcp_guard import command as guard_command
-from backend.settings import McpServerSettings
 from backend.tools.mcp.config import McpConfigError
 
 

@@ -3,7 +3,7 @@
 Bare keys, strings between ``<|"|>`` (so they may hold commas, braces, quotes and newlines),
 bare numbers, ``true``/``false``/``null``, nested ``{…}`` and ``[…]``. ``parse_written`` keeps
 what the model wrote: a value written without delimiters comes back as ``Bare`` (a ``str``),
-so the tool's JSON schema can decide its type later (``backend.tools.schema_values``);
+so the tool's JSON schema can decide its type later (``backend.gemma4.schema_values``);
 ``by_look`` types such a value by its look (``42`` → 42, ``true`` → True), for where no schema
 says otherwise.
 """

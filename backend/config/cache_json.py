@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from backend.file_checks import parse_bounded, read_checked
+from backend.config.file_checks import parse_bounded, read_checked
 
 MAX_BYTES = 4 << 20
 """4 MiB: these files hold a few entries of a few hundred bytes each."""

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from backend import template_bounds
-from backend.template_messages import template_messages
+from backend.gemma4 import template_bounds
+from backend.gemma4.template_messages import template_messages
 
 Role = Literal["system", "user", "assistant", "tool"]
 MediaKind = Literal["image", "audio", "video"]

@@ -9,6 +9,9 @@ from dataclasses import dataclass
 from backend.engine.protocol import Engine, EngineRequest, Finished, TurnEvent
 from backend.engine.tokenizer_check import first_divergence, tokenizer_divergence
 
+SAME_PATHS = "optimized = baseline on this machine: nothing applies"
+"""Said where both paths got identical engine arguments and environment: nothing to compare."""
+
 
 @dataclass(frozen=True)
 class TokenParity:

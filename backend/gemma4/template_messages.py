@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 
 class MessageFields(Protocol):
-    """What is read of a message (``backend.messages.ChatMessage`` has these)."""
+    """What is read of a message (``backend.gemma4.messages.ChatMessage`` has these)."""
 
     @property
     def role(self) -> str: ...

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from backend.tools.schema_values import branches, types_of
+from backend.gemma4.schema_values import branches, types_of
 
 MAX_DEPTH = 12
 """Deeper nesting (or a schema that refers to itself) is described, not expanded."""

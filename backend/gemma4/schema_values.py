@@ -14,7 +14,7 @@ import json
 import math
 from typing import Any
 
-from backend.tools.gemma_values import Bare, bare_number, by_look
+from backend.gemma4.call_values import Bare, bare_number, by_look
 
 MAX_REF_DEPTH = 32
 """``$ref`` chains longer than this are not followed (a schema may refer to itself)."""

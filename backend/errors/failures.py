@@ -10,7 +10,7 @@ import time
 import traceback
 from pathlib import Path
 
-from backend import paths
+from backend.config import paths
 
 
 def default_log() -> Path:

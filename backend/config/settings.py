@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from backend import paths
+from backend.config import paths
 from backend.errors import GemmaChatError
 
 ENV_PREFIX = "GEMMA_CHAT_"
@@ -215,7 +215,7 @@ class Settings(BaseSettings):
 
 def read_config(path: Path) -> dict[str, Any]:
     """The config file's tables ({} when there is none); a file that cannot be read raises."""
-    from backend.file_checks import parse_bounded, read_checked
+    from backend.config.file_checks import parse_bounded, read_checked
 
     try:
         raw = read_checked(path)
@@ -253,7 +253,7 @@ def load_settings(**overrides: Any) -> Settings:
     """Settings from file and environment, with ``overrides`` (flags; None means unset) on top."""
     from pydantic_settings import SettingsError as SourceError
 
-    from backend.settings_env import unknown_variables
+    from backend.config.settings_env import unknown_variables
 
     for name, hint in unknown_variables(Settings, ENV_PREFIX)[:1]:
         raise SettingsError(f"In the environment: {name} is not a setting gemma-chat knows.", hint)

@@ -1,13 +1,13 @@
 """Gemma 4's tool-call text: ``<|tool_call>call:NAME{key:value,…}<tool_call|>``.
 
 ``parse_output`` splits a decoded reply (special tokens kept; thinking already taken out by
-``backend.reply``) into the text outside the calls and the calls. It reads what vLLM 0.32's
+``backend.gemma4.reply``) into the text outside the calls and the calls. It reads what vLLM 0.32's
 Gemma 4 parser reads: the ``call`` word may be missing (``<|tool_call>:NAME{…}``), the
 arguments may be in parentheses (``call:NAME(…)``), and a call the model closed with its
 end-of-turn token instead of ``<tool_call|>`` counts when it is whole — the stop token never
 reaches the text, so a reply the model ended itself (``complete``) may end in an open call. A
 call that cannot be read becomes a ``ToolCall`` with ``error`` set, so the loop can tell the
-model what went wrong. Values are read by ``backend.tools.gemma_values``: typed by their look
+model what went wrong. Values are read by ``backend.gemma4.call_values``: typed by their look
 here, by the tool's schema when the call runs (``ToolCall.written`` keeps what was written).
 """
 
@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from backend.tools.gemma_values import (
+from backend.gemma4.call_values import (
     STRING_DELIM,
     CutShort,
     MalformedCall,
@@ -25,7 +25,7 @@ from backend.tools.gemma_values import (
     format_value,
     parse_written,
 )
-from backend.tools.spec import ToolCall
+from backend.gemma4.tool_call import ToolCall
 
 __all__ = ["CALL_CLOSE", "CALL_OPEN", "MalformedCall", "ParsedOutput", "format_call", "parse_output"]
 
