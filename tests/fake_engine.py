@@ -99,6 +99,10 @@ class FakeEngine:
 
     def _metrics(self, request: EngineRequest, generated: int) -> TurnMetrics:
         speed = 40.0 if self.profile == "baseline" else 100.0
+        # the optimized path's steps as the engine reports them: the first token alone, then one
+        # accepted draft and the target's token a step (half its drafts accepted)
+        steps = (1, *[2] * ((generated - 1) // 2), *[1] * ((generated - 1) % 2)) if generated else ()
+        accepted = sum(size - 1 for size in steps)
         return TurnMetrics(
             prompt_tokens=len(request.prompt.split()) + 2,
             generated_tokens=generated,
@@ -107,9 +111,10 @@ class FakeEngine:
             decode_tokens_per_s=speed,
             rolling_decode_tokens_per_s=speed,
             e2e_s=0.05 + generated / speed,
-            drafted_tokens=generated * 2 if self.profile == "optimized" else None,
-            accepted_tokens=generated if self.profile == "optimized" else None,
+            drafted_tokens=accepted * 2 if self.profile == "optimized" else None,
+            accepted_tokens=accepted if self.profile == "optimized" else None,
             kv_cache_usage=0.01,
+            step_tokens=tuple((size, size - 1) for size in steps) if self.profile == "optimized" else None,
         )
 
     async def abort(self, request_id: str) -> None:

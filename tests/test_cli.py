@@ -155,7 +155,9 @@ def test_profiles_prints_every_path_with_reasons() -> None:
     for header in ("[baseline]", "[optimized] (default)", "[eager]"):
         assert header in out
     optimized = out.split("[optimized]")[1].split("[eager]")[0]
-    assert "speculative_config" not in optimized and "no speculation until measured" in optimized
+    assert "'num_speculative_tokens': 4" in optimized, "the drafter is loaded, its drafts set at start"
+    assert "[[1, 4, 0], [5, 65536, 0]]" in optimized, "no drafts until the start applies the choice"
+    assert "speculation decided at this path's first start here" in optimized
     assert "GEMMA_CHAT_CPU_LINEAR" in optimized or "linear kernel not used" in optimized
     assert "VLLM_CPU_NUM_OF_RESERVED_CPU" not in optimized, "opt-in only: it breaks bfloat16 parity"
     assert "speculative_config" not in out.split("[baseline]")[1].split("[optimized]")[0]

@@ -78,6 +78,26 @@ def test_compare_names_what_differs_not_the_graph_key_it_follows_from() -> None:
     assert "additional_config" in [difference.name for difference in kept], "the rest still counts"
 
 
+def test_compare_names_the_speculation_the_start_measured_not_the_drafts_allowed() -> None:
+    """The optimized CPU engine starts allowing 4 drafts; its start sets how many it proposes."""
+    from dataclasses import replace
+
+    from backend.chat.compare import HIDDEN, path_differences
+    from backend.engine.protocol import EngineInfo
+
+    def info(profile: EngineProfile) -> EngineInfo:
+        config = engine_config(profile, resolve(None, demo=True), EngineSettings(dtype="bfloat16"))
+        return EngineInfo("demo", 2048, frozenset({"text"}), config.engine_kwargs(), config.env_values())
+
+    baseline, optimized = info(EngineProfile.baseline()), info(EngineProfile.optimized())
+    measured = replace(optimized, speculation="MTP ×2, measured 1.39x here (1.29–1.44; first start)")
+    shown = [d.label() for d in path_differences(baseline, measured) if d.name not in HIDDEN]
+    assert "MTP ×2, measured 1.39x here" in shown and not any("4 drafts" in label for label in shown)
+    dropped = replace(optimized, speculation="no speculation: verifying 1 draft costs 2.4× a plain step here")
+    shown = [d.label() for d in path_differences(baseline, dropped) if d.name not in HIDDEN]
+    assert "no speculation" in shown and not any("GEMMA_CHAT_DRAFT_SCHEDULE" in label for label in shown)
+
+
 def test_the_loaded_entry_is_read_from_the_log_and_set_aside(tmp_path: Path) -> None:
     entry = tmp_path / "torch_aot_compile" / "abc123"
     (entry / "rank_0_0").mkdir(parents=True)

@@ -174,30 +174,38 @@ def test_the_choice_key_follows_the_files_not_where_they_lie(
 
 
 def test_a_stored_choice_shapes_the_optimized_path_only(tiny: GeneratedCheckpoint) -> None:
+    """On a CPU the optimized engine always starts with its drafter and no drafts; the kept choice
+    (or, without one, the first start's measurement) sets how many it proposes once it is up."""
     source = ModelSource(path=tiny.model, drafter=tiny.drafter, name="tiny")
     settings = EngineSettings(dtype="bfloat16", max_model_len=4096)  # not the engine fixtures' dtype
     before = engine_config(EngineProfile.optimized(), source, settings)
-    assert "speculative_config" not in before.args, "on a CPU: no drafts until measured"
-    assert "no speculation until measured" in before.notes[0]
+    spec = before.args["speculative_config"].value
+    assert spec["model"] == str(tiny.drafter) and spec["num_speculative_tokens"] == 4
+    assert spec["num_speculative_tokens_per_batch_size"] == [[1, 4, 0], [5, 65536, 0]], "none until set"
+    assert before.drafts is not None and (before.drafts.method, before.drafts.most) == ("mtp", 4)
+    assert "decided at this path's first start" in before.notes[0]
     key = choice_key(source, settings, gpu=False)
+    assert before.drafts.key == key
     fast_ngram = ProbeRun("ngram", 3, (200.0, 210.0, 190.0), (0, 0, 0, 100), 100, 400, 5.0)
     store_choice(key, choose(PLAIN, [fast_ngram]))
     assert stored_choice(key) is not None and stored_choice(key) == choose(PLAIN, [fast_ngram])
     after = engine_config(EngineProfile.optimized(), source, settings)
     spec = after.args["speculative_config"].value
-    assert spec["method"] == "ngram" and spec["num_speculative_tokens"] == 3
-    assert after.notes[0].startswith("measured: ngram with 3 drafts")
+    assert spec["method"] == "ngram" and after.drafts is not None and after.drafts.method == "ngram"
+    assert after.notes[0].startswith("NGRAM ×3, measured 2.00x here")
     assert choice_key(source, EngineSettings(dtype="float32"), gpu=False) != key, "per dtype"
     store_choice(key, choose(PLAIN, [ProbeRun("mtp", 4, (10.0, 10.0, 10.0), (100, 0, 0, 0, 0))]))
-    assert "speculative_config" not in engine_config(EngineProfile.optimized(), source, settings).args
+    slow = engine_config(EngineProfile.optimized(), source, settings)
+    assert slow.notes[0].startswith("no speculation: verifying 4 drafts costs 10.0× a plain step here")
     assert "speculative_config" not in engine_config(EngineProfile.baseline(), source, settings).args
     optimized = EngineProfile.optimized()
     forced = engine_config(optimized, source, settings.model_copy(update={"speculation": "mtp"}))
     assert forced.args["speculative_config"].value["model"] == str(tiny.drafter), "settings win"
+    assert forced.drafts is None and forced.args["speculative_config"].value["num_speculative_tokens"] == 2
     forget_choice(key)
     assert engine_config(EngineProfile.optimized(), source, settings).notes == before.notes
     off = engine_config(optimized, source, settings.model_copy(update={"speculation": "none"}))
-    assert "speculative_config" not in off.args and "speculation off" in off.notes[0]
+    assert "speculative_config" not in off.args and "speculation off" in off.notes[0] and off.drafts is None
 
 
 @pytest.mark.engine

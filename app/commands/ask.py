@@ -142,6 +142,8 @@ async def _ask(
             info = await engine.start(out.progress)
             if info.start_note:
                 console.write(f"gemma-chat: {name} engine: {info.start_note}\n")
+            if info.speculation:
+                console.write(f"gemma-chat: {name} engine: speculation: {info.speculation}\n")
             mark("engine")
             out.progress("warming up")
             await warm_up(engine)  # not shown: the turn is timed on a warm engine

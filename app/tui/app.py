@@ -64,6 +64,7 @@ class GemmaChatApp(QuitActions, BranchActions, ChatActions, AttachActions, ToolA
         Binding("f9", "system_prompt", "System prompt", show=False, id="system_prompt"),
         Binding("f5", "copy_reply", "Copy reply", show=False, id="copy_reply"),
         Binding("f8", "copy_code", "Copy code", show=False, id="copy_code"),
+        Binding("f7", "show_drafts", "Drafts", show=False, priority=True, id="show_drafts"),
         Binding("ctrl+o", "attach", "Attach", id="attach"),
         Binding("f1", "help", "Help", id="help"),
         Binding("ctrl+q", "quit", "Quit", priority=True, id="quit"),  # also over a dialog
@@ -104,11 +105,8 @@ class GemmaChatApp(QuitActions, BranchActions, ChatActions, AttachActions, ToolA
             self.call_later(self.notify, str(error), severity="error", timeout=15)
             return None
         if store.moved_aside is not None:
-            self.call_later(
-                self.notify,
-                f"The history database was unreadable; moved aside to {store.moved_aside}.",
-                severity="error",
-            )
+            moved = f"The history database was unreadable; moved aside to {store.moved_aside}."
+            self.call_later(self.notify, moved, severity="error")
         return store
 
     def compose(self) -> ComposeResult:
@@ -172,7 +170,8 @@ class GemmaChatApp(QuitActions, BranchActions, ChatActions, AttachActions, ToolA
             self.status.engine, self.status.engine_detail = "replying", ""
         else:
             args = state.info.engine_args if state.info is not None else {}
-            detail = remote_label(args) or path_note(state.profile, args, self.pool.swapper is not None)
+            measured = (state.info.speculation if state.info else None, self.pool.swapper is not None)
+            detail = remote_label(args) or path_note(state.profile, args, measured[1], measured[0])
             self.status.engine, self.status.engine_detail = state.stage, detail
 
     # -- chat display ------------------------------------------------------------------------

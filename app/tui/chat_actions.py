@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from app.tui.screens.chats import ChatAction, ChatsScreen
+from app.tui.screens.drafts import DraftsScreen
 from app.tui.screens.text_prompt import TextPromptScreen
 from app.tui.widgets.message_view import MessageView
 from backend.chat.conversation import Conversation
@@ -94,6 +95,20 @@ class ChatActions:
         if reply is not None:
             self.copy_to_clipboard(reply.text)
             self.notify("Reply copied.")
+
+    def action_show_drafts(self: ChatHost) -> None:
+        """The last reply with its accepted drafts shaded (the engine's per-step figures)."""
+        reply = self._last_reply()
+        metrics = reply.metrics if reply is not None else None
+        engine = self.pool.engine(reply.path or "") if reply is not None else None
+        if reply is None or metrics is None or not reply.token_ids or engine is None:
+            self.notify("No reply of this session to show drafts of.", severity="warning")
+        elif not metrics.drafted_tokens:
+            self.notify("The last reply was decoded without drafts (its path does not speculate here).")
+        elif not metrics.step_tokens:
+            self.notify("The engine's figures for the last reply do not tell its steps apart for certain.")
+        else:
+            self.push_screen(DraftsScreen(reply.token_ids, metrics, engine.decode))
 
     def action_copy_code(self: ChatHost) -> None:
         reply = self._last_reply()

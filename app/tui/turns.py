@@ -93,6 +93,7 @@ class ReplyRenderer(TurnRenderer):
         self.hooks.context_used(event.tokens)
 
     async def on_finished(self, event: Finished) -> None:
+        self.view.token_ids = event.token_ids
         self.view.settle(event.text, event.thought)
         await self.view.finish(event.metrics)
         note = empty_answer_note(event.text, event.thought, event.finish_reason)

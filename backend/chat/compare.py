@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from backend.compat.draft_schedule import ENV as DRAFT_SCHEDULE_ENV
 from backend.compat.one_call_step import ENV as ONE_CALL_STEP_ENV
 from backend.compat.prefill_drafts import ENV as NO_PREFILL_DRAFTS_ENV
 from backend.compat.sampled_row_drafts import ENV as SAMPLED_ROW_DRAFTS_ENV
@@ -37,10 +38,14 @@ class PathDifference:
     name: str
     baseline: Any
     optimized: Any
+    measured: str = ""
+    """What the optimized engine's start measured of it (its speculation's verdict), if anything."""
 
     def label(self) -> str:
         """Short and readable: what the optimized path does here."""
         value = self.optimized
+        if self.measured:
+            return self.measured.split(" (")[0] if not self.measured.startswith("no ") else "no speculation"
         if self.name == "speculative_config" and isinstance(value, dict):
             method = value.get("method") or "mtp"
             return f"{method} speculation ({value.get('num_speculative_tokens')} drafts)"
@@ -58,7 +63,12 @@ def _short(value: Any, limit: int = 24) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-HIDDEN = {"per_request_spec_decode_metrics", f"env {THREADS_ENV}", "distributed_executor_backend"}
+HIDDEN = {
+    "per_request_spec_decode_metrics",
+    f"env {THREADS_ENV}",
+    f"env {DRAFT_SCHEDULE_ENV}",
+    "distributed_executor_backend",
+}
 """Differences that only follow from another one (figures of speculation, the kernel's threads)."""
 
 
@@ -77,7 +87,8 @@ def path_differences(baseline: EngineInfo, optimized: EngineInfo) -> tuple[PathD
         base, opt = _without_graph_key(base), _without_graph_key(opt)
         for key in sorted(set(base) | set(opt)):
             if base.get(key) != opt.get(key):
-                found.append(PathDifference(prefix + key, base.get(key), opt.get(key)))
+                measured = optimized.speculation if key == "speculative_config" else None
+                found.append(PathDifference(prefix + key, base.get(key), opt.get(key), measured or ""))
     return tuple(found)
 
 

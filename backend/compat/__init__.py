@@ -11,6 +11,7 @@ Standard library only until a patched module is actually imported.
 * ``one_call_step``: the optimized engine's decode step is one call to its worker, not two.
 * ``prefill_drafts``: the optimized engine's first token does not wait for the drafter, and a
   step that asks for no drafts runs no drafter.
+* ``draft_schedule``: the optimized engine's drafts per step can be changed while it runs.
 * ``sampled_row_drafts``: the drafter's first pass computes only the rows it samples.
 * ``centroid_drafts``: Gemma 4 drafters with centroid-masked embeddings draft on a CPU.
 * ``uni_worker``: the optimized CPU engine's worker computes inside the engine-core process.
@@ -26,6 +27,7 @@ from backend.compat import (
     aot_cache_load,
     centroid_drafts,
     cpu_linear,
+    draft_schedule,
     forced_linear,
     gemma4_audio,
     one_call_step,
@@ -44,6 +46,7 @@ def install_import_hooks() -> None:
     cpu_linear.install_import_hook()
     one_call_step.install_import_hook()
     prefill_drafts.install_import_hook()
+    draft_schedule.install_import_hook()
     sampled_row_drafts.install_import_hook()
     centroid_drafts.install_import_hook()
     uni_worker.install_import_hook()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 
+from backend.compat.draft_schedule import ENV as DRAFT_SCHEDULE_ENV
 from backend.compat.one_call_step import ENV as ONE_CALL_STEP_ENV
 from backend.compat.prefill_drafts import ENV as NO_PREFILL_DRAFTS_ENV
 from backend.compat.sampled_row_drafts import ENV as SAMPLED_ROW_DRAFTS_ENV
@@ -83,6 +84,12 @@ def speculating_cpu_env() -> dict[str, Argument]:
             1,
             "Gemma 4's drafter (no cache of its own) computes only the row of each request it "
             "samples: vLLM's first pass computes every verified row and drops all but one (drafts "
+            "never change a token)",
+        ),
+        DRAFT_SCHEDULE_ENV: Argument(
+            1,
+            "the number of drafts a step proposes can be set while the engine runs: the first start "
+            "measures each on this one engine, and every start applies what was decided (drafts "
             "never change a token)",
         ),
     }

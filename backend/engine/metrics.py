@@ -12,6 +12,7 @@ monotonic clock) and measures time to first token in its front end. From those:
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -32,6 +33,12 @@ class TurnMetrics:
     mean_acceptance_length: float | None = None
     acceptance_histogram: tuple[int, ...] | None = None
     """Speculative steps that accepted 0, 1, 2, ... drafts."""
+    step_tokens: tuple[tuple[int, int], ...] | None = None
+    """Each engine step's (tokens it delivered, of which accepted drafts: the first ones), in order
+    (None: no speculation, or the steps could not be told apart for certain: see ``by_step``)."""
+    draft_steps: tuple[tuple[int, int], ...] | None = None
+    """(drafts proposed, drafts accepted) of each step that verified drafts, in order, as the
+    engine's scheduler counted them (vLLM's ``detailed`` per-request metrics)."""
     kv_cache_usage: float | None = None
     thought_tokens: int = 0
     """Of ``generated_tokens``, those of the reply's thinking (set by the turn pipeline)."""
@@ -66,9 +73,12 @@ class MetricsTracker:
 
     def __init__(self) -> None:
         self._samples: deque[tuple[float, int]] = deque()
+        self._steps: list[int] = []
         self.latest = TurnMetrics()
 
     def update(self, output: Any) -> TurnMetrics:
+        if output.outputs and output.outputs[0].token_ids:
+            self._steps.append(len(output.outputs[0].token_ids))
         stats = output.metrics
         prompt_tokens = len(output.prompt_token_ids or ())
         if stats is None:
@@ -96,6 +106,8 @@ class MetricsTracker:
         spec = output.outputs[0].spec_decode_metrics if output.outputs else None
         if spec is not None:
             self.latest = _with_speculation(self.latest, spec)
+            steps = by_step(self._steps, self.latest.accepted_tokens, self.latest.draft_steps)
+            self.latest = replace(self.latest, step_tokens=steps)
         return self.latest
 
     def _rolling(self) -> float | None:
@@ -109,6 +121,58 @@ class MetricsTracker:
         return self.latest
 
 
+def by_step(
+    sizes: list[int], accepted: int | None, draft_steps: tuple[tuple[int, int], ...] | None = None
+) -> tuple[tuple[int, int], ...] | None:
+    """Each engine step's (tokens delivered, of which accepted drafts), from what the engine
+    reported, or None where that is not certain.
+
+    With the scheduler's per-step counts (``draft_steps``: one per step that verified drafts, in
+    order) the steps are those counts — ``accepted + 1`` tokens each, the first ``accepted`` of them
+    drafts — after the steps that verified none (one token each: the first token, and a first
+    decode step with no drafts yet), the last step cut where the reply ended (its length or a stop
+    token); a placement is kept only where it is the one way to put every output vLLM delivered on
+    step boundaries. Without them, the outputs stand for steps where the sum of (size - 1) is the
+    scheduler's count of accepted drafts (vLLM merges outputs when its consumer falls behind, and
+    each merge adds at least one to that sum)."""
+    if accepted is None:
+        return None
+    total, ends = sum(sizes), set(_ends(sizes))
+    if not draft_steps:
+        return tuple((size, size - 1) for size in sizes) if total - len(sizes) == accepted else None
+    verified = [(taken + 1, taken) for _, taken in draft_steps]
+    fits: list[tuple[tuple[int, int], ...]] = []
+    for cut in range(verified[-1][0]):
+        plain = total - sum(size for size, _ in verified) + cut
+        if plain < 0:
+            continue
+        last_size, last_taken = verified[-1]
+        kept = last_size - cut
+        steps = ((1, 0),) * plain + tuple(verified[:-1]) + ((kept, min(last_taken, kept)),)
+        if ends <= set(_ends([size for size, _ in steps])):
+            fits.append(steps)
+    return fits[0] if len(fits) == 1 else None
+
+
+def _ends(sizes: Sequence[int]) -> list[int]:
+    ends, at = [], 0
+    for size in sizes:
+        at += size
+        ends.append(at)
+    return ends
+
+
+def accepted_positions(step_tokens: Sequence[tuple[int, int]]) -> tuple[int, ...]:
+    """Indices of the reply's tokens that were drafts the target accepted: the first ``drafts`` of
+    each step's ``tokens``."""
+    positions: list[int] = []
+    at = 0
+    for size, drafts in step_tokens:
+        positions.extend(range(at, at + drafts))
+        at += size
+    return tuple(positions)
+
+
 def _with_speculation(metrics: TurnMetrics, spec: Any) -> TurnMetrics:
     histogram = list(spec.histogram)
     steps = sum(histogram)
@@ -119,6 +183,13 @@ def _with_speculation(metrics: TurnMetrics, spec: Any) -> TurnMetrics:
         accepted_tokens=accepted,
         mean_acceptance_length=1 + accepted / steps if steps else None,
         acceptance_histogram=tuple(int(count) for count in histogram),
+        draft_steps=tuple(
+            (int(d), int(a))
+            for d, a in zip(
+                getattr(spec, "per_step_drafted", ()), getattr(spec, "per_step_accepted", ()), strict=False
+            )
+        )
+        or None,
     )
 
 
@@ -149,4 +220,6 @@ def combine_metrics(steps: list[TurnMetrics]) -> TurnMetrics:
         accepted_tokens=sum(accepted) if accepted else None,
         mean_acceptance_length=last.mean_acceptance_length,
         thought_tokens=sum(m.thought_tokens for m in steps),
+        step_tokens=None,  # several generations: no one reply's steps
+        draft_steps=None,
     )

@@ -95,6 +95,10 @@ class EnginePool:
         for listener in self._listeners:
             listener(state)
 
+    def engine(self, profile: str) -> Engine | None:
+        """``profile``'s engine, if this pool made one."""
+        return self._engines.get(profile)
+
     def state(self, profile: str) -> EngineState:
         return self.states.get(profile, EngineState(profile, "stopped"))
 

@@ -27,7 +27,8 @@ from backend.engine.kv_size import cpu_kv_cache
 from backend.engine.memory_plan import MemoryPlan
 from backend.engine.model_source import ModelSource
 from backend.engine.platform import default_max_model_len, on_gpu
-from backend.engine.speculation.choice import SpeculationChoice, choice_key, stored_choice
+from backend.engine.speculation.choice import AUTO_MOST_DRAFTS, SpeculationChoice, choice_key, stored_choice
+from backend.engine.speculation.first_start import DraftPlan
 
 ProfileName = Literal["baseline", "optimized", "eager"]
 PROFILE_NAMES: tuple[ProfileName, ...] = ("baseline", "optimized", "eager")
@@ -83,6 +84,8 @@ class EngineConfig:
     env: dict[str, Argument] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     """What shaped the arguments beyond them (a measured speculation choice)."""
+    drafts: DraftPlan | None = None
+    """How many drafts the running engine proposes is set at its start (CPU, speculation auto)."""
 
     def engine_kwargs(self) -> dict[str, Any]:
         """vLLM's arguments, with the key that keeps this engine's compiled graph its own
@@ -131,11 +134,13 @@ def _measured(
 
 def _optimized_speculation(
     source: ModelSource, settings: EngineSettings, gpu: bool
-) -> tuple[tuple[dict[str, Any], str] | None, tuple[str, ...], SpeculationChoice | None]:
-    """The optimized path's speculation: forced by settings, else measured, else the default;
-    and the measured choice where it came from one."""
+) -> tuple[tuple[dict[str, Any], str] | None, tuple[str, ...], SpeculationChoice | None, DraftPlan | None]:
+    """The optimized path's speculation: forced by settings; else on a CPU the most drafts the
+    engine may propose, with the plan that sets how many it does (``DraftPlan``: decided at the
+    first start, applied at every start); else on a GPU measured or the default. With the measured
+    choice where there is one."""
     if settings.speculation == "none":
-        return None, ("speculation off (settings: speculation = none)",), None
+        return None, ("speculation off (settings: speculation = none)",), None, None
     if settings.speculation != "auto":
         method = settings.speculation
         forced = EngineProfile("optimized", "settings", method, settings.draft_tokens)
@@ -143,11 +148,23 @@ def _optimized_speculation(
             _speculative(forced, source, gpu),
             (f"speculation set in settings: {method} with {settings.draft_tokens} drafts",),
             None,
+            None,
         )
-    choice = stored_choice(choice_key(source, settings, gpu))
+    key = choice_key(source, settings, gpu)
+    if not gpu:
+        choice = stored_choice(key)
+        drafter = "mtp" if source.drafter is not None else "ngram"
+        if choice is not None and choice.method != "none":
+            drafter = choice.method  # a full probe may have found ngram faster than the drafter
+        most = max(AUTO_MOST_DRAFTS, choice.drafts if choice is not None else 0)
+        plan = DraftPlan(drafter, most, key, CPU_SPECULATION_MAX_BATCH)
+        spec = _speculative(EngineProfile("optimized", "auto", drafter, most), source, gpu)  # type: ignore[arg-type]
+        note = choice.verdict() if choice is not None else FIRST_START_NOTE
+        return spec, (note,), choice, plan
+    choice = stored_choice(key)
     if choice is not None:
-        return _measured(choice, source, gpu), (choice.describe(),), choice
-    if gpu and source.drafter is None:
+        return _measured(choice, source, gpu), (choice.describe(),), choice, None
+    if source.drafter is None:
         return (
             None,
             (
@@ -156,26 +173,24 @@ def _optimized_speculation(
                 "than the baseline); speculation = ngram forces it",
             ),
             None,
-        )
-    if gpu:
-        default = EngineProfile("optimized", "default", "mtp", settings.draft_tokens)
-        return (
-            _speculative(default, source, gpu),
-            (
-                "speculation not measured for this model here: `gemma-chat profiles --measure` picks it "
-                "(and, on cards where vLLM runs Gemma 4 on Triton, the attention backend per layer kind)",
-            ),
             None,
         )
+    default = EngineProfile("optimized", "default", "mtp", settings.draft_tokens)
     return (
-        None,
+        _speculative(default, source, gpu),
         (
-            "no speculation until measured: on a CPU a verifying step costs more than a plain one (how "
-            "much depends on the model and the CPU), so drafts pay only where the drafter is cheap and "
-            "accepted often; `gemma-chat profiles --measure` measures each candidate here",
+            "speculation not measured for this model here: `gemma-chat profiles --measure` picks it "
+            "(and, on cards where vLLM runs Gemma 4 on Triton, the attention backend per layer kind)",
         ),
         None,
+        None,
     )
+
+
+FIRST_START_NOTE = (
+    "speculation decided at this path's first start here: each number of drafts is measured on the "
+    "started engine (bounded), and the fastest that keeps the tokens and beats none is kept"
+)
 
 
 CPU_SPECULATION_MAX_BATCH = 4
@@ -185,8 +200,9 @@ drafter halved aggregate throughput. Above this many running requests the optimi
 without drafts (vLLM's dynamic speculative decoding schedule); tokens stay exact either way."""
 
 
-def _cpu_speculation_schedule(spec: dict[str, Any]) -> list[list[int]]:
-    k = int(spec["num_speculative_tokens"])
+def _cpu_speculation_schedule(spec: dict[str, Any], planned: bool = False) -> list[list[int]]:
+    """Drafts by running requests; ``planned``: none until the draft plan sets them (at start)."""
+    k = 0 if planned else int(spec["num_speculative_tokens"])
     return [[1, CPU_SPECULATION_MAX_BATCH, k], [CPU_SPECULATION_MAX_BATCH + 1, 1 << 16, 0]]
 
 
@@ -246,7 +262,7 @@ def engine_config(
         args["enforce_eager"] = Argument(True, "no torch.compile (diagnosis profile)")
     notes: tuple[str, ...] = ()
     if profile == EngineProfile.optimized():
-        speculative, notes, measured = _optimized_speculation(source, settings, gpu)
+        speculative, notes, measured, drafts = _optimized_speculation(source, settings, gpu)
         if gpu and measured is not None and (attention := measured.attention_config()):
             args["attention_config"] = Argument(
                 attention,
@@ -254,16 +270,26 @@ def engine_config(
                 "attention, the same greedy tokens (profiles --measure)",
             )
     else:
-        speculative = _speculative(profile, source, gpu)
+        speculative, drafts = _speculative(profile, source, gpu), None
+    if speculative is None:
+        drafts = None
     if speculative is not None:
         spec, why = speculative
         if not gpu:
-            spec = {**spec, "num_speculative_tokens_per_batch_size": _cpu_speculation_schedule(spec)}
+            schedule = _cpu_speculation_schedule(spec, drafts is not None)
+            spec = {**spec, "num_speculative_tokens_per_batch_size": schedule}
             why += f"; off above {CPU_SPECULATION_MAX_BATCH} running requests (CPU is compute-bound there)"
+            if drafts is not None:
+                why += (
+                    f"; at most {drafts.most} drafts: how many a step proposes (0 to {drafts.most}) is "
+                    "set on the running engine by what this path's first start here measured"
+                )
             if profile.name == "optimized":
                 env.update(speculating_cpu_env())
         args["speculative_config"] = Argument(spec, why)
-        args["per_request_spec_decode_metrics"] = Argument("summary", "drafted/accepted per reply")
+        args["per_request_spec_decode_metrics"] = Argument(
+            "detailed", "drafted/accepted per reply and per step (the accepted-draft view)"
+        )
     if not gpu and profile.name == "optimized":
         cpu_env, cpu_notes = optimized_cpu_env(settings)
         env.update(cpu_env)
@@ -272,4 +298,4 @@ def engine_config(
             args["distributed_executor_backend"] = Argument(
                 "uni", "the worker inside the engine-core process (GEMMA_CHAT_UNI_WORKER, below)"
             )
-    return EngineConfig(profile=profile, args=args, env=env, notes=notes)
+    return EngineConfig(profile=profile, args=args, env=env, notes=notes, drafts=drafts)

@@ -121,6 +121,8 @@ class EngineInfo:
     """Environment variables the engine's processes were started with (beyond the user's own)."""
     start_note: str | None = None
     """What the start did beyond the ordinary, for the user (a cached compiled graph set aside)."""
+    speculation: str | None = None
+    """The speculation this engine runs with and why, in one line (None: not decided by measurement)."""
 
 
 class Engine(Protocol):

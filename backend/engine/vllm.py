@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import psutil
 
-from backend.compat import early_core
+from backend.compat import draft_schedule, early_core
 from backend.config import cache_json
 from backend.engine import compile_cache, start_env
 from backend.engine import env as vllm_env
@@ -41,6 +41,8 @@ from backend.engine.protocol import (
     Started,
     TurnEvent,
 )
+from backend.engine.sampling import sampling_params
+from backend.engine.speculation.first_start import with_drafts_settled
 from backend.engine.start_env import StartEnv
 from backend.engine.stats import EngineStats, stat_logger_factory
 from backend.errors import EngineDied, EngineStartFailed, GemmaChatError
@@ -52,26 +54,6 @@ _DEATH_POLL_S = 0.5
 
 
 T = TypeVar("T")
-
-
-def _sampling_params(request: EngineRequest) -> Any:
-    vllm_env.prepare()
-    from vllm import SamplingParams
-    from vllm.sampling_params import RequestOutputKind
-
-    s = request.sampling
-    return SamplingParams(
-        max_tokens=s.max_tokens,
-        temperature=s.temperature,
-        top_p=s.top_p,
-        top_k=s.top_k if s.top_k > 0 else -1,
-        seed=s.seed,
-        ignore_eos=s.ignore_eos,
-        skip_special_tokens=False,
-        spaces_between_special_tokens=False,
-        output_kind=RequestOutputKind.DELTA,
-        extra_args=dict(request.extra_args) or None,
-    )
 
 
 class VllmEngine:
@@ -138,8 +120,16 @@ class VllmEngine:
             environment=self.config.env_values(),
             start_note=self.start_note,
         )
+        if self.config.drafts is not None:
+            plan, prompts = self.config.drafts, self._prompt_renderer()
+            self.info = await with_drafts_settled(self, self.info, plan, prompts, say)
         say("ready")
         return self.info
+
+    async def set_drafts(self, drafts: int, up_to: int) -> None:
+        """Steps of up to ``up_to`` running requests propose ``drafts`` drafts (``draft_schedule``)."""
+        if self._llm is not None:
+            await self._answer(self._llm.engine_core.call_utility_async(draft_schedule.METHOD, drafts, up_to))
 
     def _imports(self) -> None:
         """The early engine core first (it imports beside this process), then vLLM, one thread at a time."""
@@ -275,7 +265,7 @@ class VllmEngine:
             prompt["mm_processor_kwargs"] = request.mm_processor_kwargs
         yield Started(rid)
         try:
-            async for output in self._llm.generate(prompt, _sampling_params(request), rid):
+            async for output in self._llm.generate(prompt, sampling_params(request), rid):
                 completion = output.outputs[0]
                 if completion.text or completion.token_ids:
                     text.append(completion.text)

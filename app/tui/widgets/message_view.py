@@ -36,6 +36,9 @@ def figures_line(metrics: TurnMetrics | None, path: str | None, tool_s: float | 
     if metrics.drafted_tokens:
         rate = (metrics.accepted_tokens or 0) / metrics.drafted_tokens
         parts.append(f"spec {rate:.0%} accepted")
+        if metrics.step_tokens:
+            per_step = sum(size for size, _ in metrics.step_tokens) / len(metrics.step_tokens)
+            parts.append(f"{per_step:.2f} tokens/step (F7)")
     if metrics.kv_cache_usage is not None:
         parts.append(f"KV {metrics.kv_cache_usage:.0%}")
     if tool_s is not None:  # a turn that called tools: model time and tool time apart
@@ -92,6 +95,8 @@ class MessageView(Vertical):
         self.tool_records = tool_records
         self.tool_seconds = tool_seconds
         self._blocks: dict[int, ToolBlock] = {}
+        self.token_ids: tuple[int, ...] = ()
+        """The reply's tokens as this session's engine gave them (F7 shows its accepted drafts)."""
 
     def compose(self) -> ComposeResult:
         yield Label("You" if self.role == "user" else f"Gemma · {self.path or ''}", classes="role")

@@ -35,7 +35,11 @@ if TYPE_CHECKING:
     from backend.engine.model_source import ModelSource
 
 PROBE_DRAFTS = 4
+AUTO_MOST_DRAFTS = PROBE_DRAFTS
+"""The most drafts the optimized CPU engine is started with; how many it proposes is set at start."""
 MIN_GAIN = 1.05
+MIN_PAIRED = 3
+"""A candidate needs at least this many prompts measured beside no speculation to be chosen."""
 CHOICES_FILE = "speculation-choices.json"
 KEYED_ENV = (
     "VLLM_ENABLE_V1_MULTIPROCESSING",
@@ -121,6 +125,40 @@ class SpeculationChoice:
     """The ``attention_config`` measured faster with that speculation, tokens unchanged, as JSON
     ("": vLLM's own choice; only GPUs where vLLM runs Gemma 4 on Triton have another candidate)."""
     attention_speedup: float = 1.0
+    measured_by: str = "profiles --measure"
+    """``profiles --measure`` (a full probe, one engine per candidate) or ``first start`` (each
+    count of drafts on the optimized engine itself, within the first start's budget)."""
+    reason: str = ""
+    """Why no candidate could be chosen where that is not a measured figure (the budget ran out)."""
+
+    def verdict(self) -> str:
+        """One line for the status bar and ``profiles``: ``MTP ×3, measured 1.31x here`` or
+        ``no speculation: verifying 2 drafts costs 2.9× a plain step here, for 1.6 tokens``."""
+        if self.method != "none":
+            return (
+                f"{self.method.upper()} ×{self.drafts}, measured {self.speedup:.2f}x here "
+                f"({self.speedup_low:.2f}–{self.speedup_high:.2f}; {self.measured_by})"
+            )
+        if self.reason:
+            return f"no speculation: {self.reason}"
+        plain = next((run for run in self.runs if run.method == "none"), None)
+        tried = [run for run in self.runs if run.method != "none" and not run.attention]
+        if plain is None or not tried:
+            return f"no speculation: nothing to measure ({self.measured_by})"
+        if all(run.diverged for run in tried):
+            return f"no speculation: every candidate changed the tokens ({self.measured_by})"
+        best = max(
+            (run for run in tried if not run.diverged),
+            key=lambda run: statistics.median(paired_speedups(plain, run) or [0.0]),
+        )
+        ratio = statistics.median(paired_speedups(plain, best) or [0.0])
+        cost = step_cost(plain, best)
+        drafts = f"{best.drafts} draft{'s' if best.drafts != 1 else ''}"
+        costs = f"verifying {drafts} costs {cost:.1f}× a plain step here, " if cost else ""
+        return (
+            f"no speculation: {costs}for {best.tokens_per_step():.2f} tokens a step — "
+            f"{best.label()} measured {ratio:.2f}x ({self.measured_by})"
+        )
 
     def describe(self) -> str:
         figures = "; ".join(run.describe() for run in self.runs)
@@ -136,6 +174,8 @@ class SpeculationChoice:
             return (
                 f"measured: none — no speculation beat plain decoding on every prompt{attention} ({figures})"
             )
+        if self.reason:
+            return f"measured: none — {self.reason} ({figures})"
         return (
             f"measured: {self.method} with {self.drafts} drafts, {self.speedup:.2f}x one request "
             f"({self.speedup_low:.2f}–{self.speedup_high:.2f} over the prompts){attention} ({figures})"
@@ -170,6 +210,8 @@ class SpeculationChoice:
             runs,
             str(doc.get("attention", "")),
             float(doc.get("attention_speedup", 1.0)),
+            str(doc.get("measured_by", "profiles --measure")),
+            str(doc.get("reason", "")),
         )
 
 
@@ -196,20 +238,28 @@ def tokens_per_step(histogram: tuple[int, ...], drafts: int, undrafted: int = 0)
     return 1 + sum(min(j, drafts) * count for j, count in enumerate(histogram)) / steps
 
 
+def step_cost(plain: ProbeRun, run: ProbeRun) -> float | None:
+    """What one of ``run``'s decode steps costs in plain steps, from measured figures only: its
+    tokens a step times plain decoding's rate over its own (time per token × tokens per step)."""
+    ratio = statistics.median(paired_speedups(plain, run) or [0.0])
+    return run.tokens_per_step() / ratio if ratio > 0 else None
+
+
 def paired_speedups(plain: ProbeRun, run: ProbeRun) -> list[float]:
     """Per probe prompt: the candidate's decode rate over no speculation's."""
     return [r / p for p, r in zip(plain.rates, run.rates, strict=False) if p > 0 and r > 0]
 
 
 def choose(plain: ProbeRun, speculative: list[ProbeRun]) -> SpeculationChoice:
-    """The fastest measured candidate with no speculation's tokens, if it beats plain decoding by
-    ``MIN_GAIN`` on the median and on every prompt; else ``none``."""
+    """The fastest measured candidate with no speculation's tokens, measured on at least
+    ``MIN_PAIRED`` prompts, if it beats plain decoding by ``MIN_GAIN`` on the median and on every
+    prompt; else ``none``."""
     best: tuple[str, int, float, float, float] = ("none", 0, 1.0, 1.0, 1.0)
     for run in speculative:
         if run.diverged:
             continue
         ratios = paired_speedups(plain, run)
-        if not ratios:
+        if len(ratios) < MIN_PAIRED:
             continue
         median = statistics.median(ratios)
         if median >= MIN_GAIN and min(ratios) > 1.0 and median > best[2]:

@@ -1,0 +1,53 @@
+"""The optimized engine's number of drafts per step can be changed while it runs.
+
+vLLM's dynamic speculative decoding (``num_speculative_tokens_per_batch_size``) looks up how many
+drafts a step proposes, by the number of running requests, in the scheduler's ``dynamic_sd_lookup``
+list, which it builds once at start. Where the engine's environment sets
+``GEMMA_CHAT_DRAFT_SCHEDULE=1`` (the optimized path does on a CPU when it may speculate), the engine
+core gains a utility method, ``gemma_chat_set_drafts(drafts, up_to)``, that rewrites that list: up to
+``up_to`` running requests a step proposes ``drafts`` (at most the configured number), above it none.
+The app calls it through vLLM's own utility channel to the engine core (``call_utility_async``),
+between requests: the first start measures each number of drafts on the one engine it started, and
+every start applies what was decided. Drafts never decide a token (verification keeps the target's),
+so no setting of the list can change a reply. Standard library only until vLLM's module is imported.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from backend.compat.after_import import after_import
+
+MODULE = "vllm.v1.engine.core"
+ENV = "GEMMA_CHAT_DRAFT_SCHEDULE"
+METHOD = "gemma_chat_set_drafts"
+_PATCHED = "_gemma_chat_draft_schedule"
+
+
+def rewrite(lookup: list[int], configured: int, drafts: int, up_to: int) -> list[int]:
+    """``lookup`` (index: running requests) rewritten in place: ``drafts`` (at most ``configured``)
+    up to ``up_to`` requests, 0 above; the entries from 1 returned."""
+    drafts = max(0, min(int(drafts), configured))
+    for batch in range(1, len(lookup)):
+        lookup[batch] = drafts if batch <= up_to else 0
+    return lookup[1:]
+
+
+def patch(module: Any) -> None:
+    if os.environ.get(ENV) != "1" or getattr(module, _PATCHED, False):
+        return
+
+    def gemma_chat_set_drafts(self: Any, drafts: int, up_to: int) -> list[int]:
+        scheduler = self.scheduler
+        lookup = getattr(scheduler, "dynamic_sd_lookup", None)
+        if lookup is None:
+            raise RuntimeError("this engine has no speculation schedule to change")
+        return rewrite(lookup, int(scheduler.num_spec_tokens), drafts, up_to)
+
+    setattr(module.EngineCore, METHOD, gemma_chat_set_drafts)
+    setattr(module, _PATCHED, True)
+
+
+def install_import_hook() -> None:
+    after_import(MODULE, patch)

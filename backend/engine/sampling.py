@@ -1,0 +1,29 @@
+"""vLLM's sampling parameters for an ``EngineRequest`` (imported from vLLM when first asked)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from backend.engine import env as vllm_env
+from backend.engine.protocol import EngineRequest
+
+
+def sampling_params(request: EngineRequest) -> Any:
+    """vLLM's ``SamplingParams`` for a request: its outputs as deltas, special tokens kept."""
+    vllm_env.prepare()
+    from vllm import SamplingParams
+    from vllm.sampling_params import RequestOutputKind
+
+    s = request.sampling
+    return SamplingParams(
+        max_tokens=s.max_tokens,
+        temperature=s.temperature,
+        top_p=s.top_p,
+        top_k=s.top_k if s.top_k > 0 else -1,
+        seed=s.seed,
+        ignore_eos=s.ignore_eos,
+        skip_special_tokens=False,
+        spaces_between_special_tokens=False,
+        output_kind=RequestOutputKind.DELTA,
+        extra_args=dict(request.extra_args) or None,
+    )

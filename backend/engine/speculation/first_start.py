@@ -1,0 +1,199 @@
+"""The optimized CPU path decides its speculation at its first start, on the engine it started.
+
+With ``speculation = "auto"`` (the default) the optimized engine on a CPU starts with its drafter
+(the model's MTP drafter, else ngram prompt lookup) allowed ``most`` drafts a step and proposing
+none (``DraftPlan``). When it is up, ``settle_drafts`` looks for the choice kept for this model and
+machine (``choice_key``: model and drafter files, dtype, vLLM, CPU flags, cores, the path's
+environment): found, it sets the engine's drafts to it and is done (a warm start measures
+nothing). Not found, it measures: the same short greedy prompts, one at a time, on this one engine
+with 0, 1, ... ``most`` drafts a step — the counts taking turns prompt by prompt and set between
+requests through the engine core (``backend.compat.draft_schedule``) — until each count has run every
+prompt ``rounds`` times or ``budget_s`` is spent. The rule is the probe's (``choose``): the count
+with the highest median ratio to no drafts, at least ``MIN_GAIN``, above 1.0 on every prompt,
+measured on at least ``MIN_PAIRED`` prompts, and with no drafts' tokens on every prompt; else
+none. The choice is kept, so the next start applies it at once; ``profiles --measure`` replaces it
+with a full probe. No reply waits on it but the first start's, and that only once per model and
+machine.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Protocol
+
+from backend.engine.prompt_sets import parity_prompts
+from backend.engine.protocol import EngineInfo, EngineRequest, Finished, SamplingSettings
+from backend.engine.speculation.choice import (
+    ProbeRun,
+    SpeculationChoice,
+    choose,
+    store_choice,
+    stored_choice,
+)
+from backend.errors import EngineDied, GemmaChatError
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from backend.engine.protocol import TurnEvent
+    from backend.gemma4.messages import PromptRenderer
+
+BUDGET_S = 40.0
+"""At most this long measuring at a first start (the start itself also loads and compiles the
+drafter): the first-ever start of a model grows by under a minute on 2 cores."""
+PROMPTS = 4
+ROUNDS = 2
+TOKENS = 64
+
+
+@dataclass(frozen=True)
+class DraftPlan:
+    """The optimized CPU engine's speculation when settings leave it to measurement: started with
+    ``most`` drafts of ``method`` allowed, it proposes as many as the choice kept under ``key`` says
+    (none until then); with none kept, its first start measures each count on the engine itself
+    (``backend.engine.speculation.first_start``)."""
+
+    method: str
+    most: int
+    key: str
+    up_to: int
+    """Running requests up to which steps draft (above, none: a CPU is compute-bound there)."""
+
+
+class DraftEngine(Protocol):
+    """What the deciding needs of an engine (``VllmEngine``)."""
+
+    def stream(self, request: EngineRequest) -> AsyncIterator[TurnEvent]: ...
+
+    async def set_drafts(self, drafts: int, up_to: int) -> None: ...
+
+
+@dataclass
+class _Count:
+    drafts: int
+    rates: dict[str, list[float]] = field(default_factory=dict)
+    tokens: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    histogram: list[int] = field(default_factory=list)
+
+    def run(self, method: str, reference: _Count) -> ProbeRun:
+        measured = [rid for rid in reference.rates if rid in self.rates]
+        diverged = tuple(
+            i for i, rid in enumerate(measured) if self.tokens.get(rid) != reference.tokens.get(rid)
+        )
+        return ProbeRun(
+            method if self.drafts else "none",
+            self.drafts,
+            tuple(statistics.median(self.rates[rid]) for rid in measured),
+            tuple(self.histogram),
+            diverged=diverged,
+        )
+
+
+async def settle_drafts(
+    engine: DraftEngine,
+    plan: DraftPlan,
+    renderer: PromptRenderer,
+    say: Callable[[str], None],
+    *,
+    budget_s: float = BUDGET_S,
+    rounds: int = ROUNDS,
+    prompts: int = PROMPTS,
+) -> SpeculationChoice:
+    """Apply the choice kept for ``plan``'s model and machine, measuring it first where none is."""
+    choice = stored_choice(plan.key)
+    if choice is None:
+        say(f"measuring speculation here (first start: 0–{plan.most} drafts, ≤{budget_s:.0f} s)")
+        choice = await decide(engine, plan, renderer, budget_s=budget_s, rounds=rounds, prompts=prompts)
+        store_choice(plan.key, choice)
+    applies = choice.method == plan.method and choice.drafts <= plan.most
+    await engine.set_drafts(choice.drafts if applies else 0, plan.up_to)
+    return choice
+
+
+async def with_drafts_settled(
+    engine: DraftEngine,
+    info: EngineInfo,
+    plan: DraftPlan,
+    renderer: PromptRenderer,
+    say: Callable[[str], None],
+) -> EngineInfo:
+    """``info`` once the engine's drafts are settled, naming the verdict; where measuring failed
+    (but the engine lives) the engine runs without drafts and the start note says why."""
+    try:
+        choice = await settle_drafts(engine, plan, renderer, say)
+    except EngineDied:
+        raise
+    except (GemmaChatError, RuntimeError) as error:
+        note = f"Speculation could not be measured ({error}); the optimized path runs without drafts."
+        return replace(info, start_note=" ".join(filter(None, [info.start_note, note])))
+    return replace(info, speculation=choice.verdict())
+
+
+def requests(renderer: PromptRenderer, prompts: int) -> list[EngineRequest]:
+    sampling = SamplingSettings(max_tokens=TOKENS, temperature=0.0, seed=0, ignore_eos=True)
+    chosen = [p for p in parity_prompts(frozenset({"text"})) if not p.history][:prompts]
+    return [p.request(renderer, sampling, tag="decide-") for p in chosen]
+
+
+async def decide(
+    engine: DraftEngine,
+    plan: DraftPlan,
+    renderer: PromptRenderer,
+    *,
+    budget_s: float = BUDGET_S,
+    rounds: int = ROUNDS,
+    prompts: int = PROMPTS,
+    clock: Callable[[], float] = time.monotonic,
+) -> SpeculationChoice:
+    """Measure 0..``plan.most`` drafts on ``engine`` within ``budget_s`` and choose (not kept)."""
+    counts = [_Count(k) for k in range(plan.most + 1)]
+    asked = requests(renderer, prompts)
+    began = clock()
+    for count in (counts[0], counts[-1]):  # the first requests after a start are slow: not timed
+        await engine.set_drafts(count.drafts, plan.up_to)
+        await _finished(engine, replace(asked[0], request_id=f"{asked[0].request_id}-warm-{count.drafts}"))
+    spent = False
+    for r in range(rounds):
+        for i, request in enumerate(asked):
+            if clock() - began > budget_s:
+                spent = True
+                break
+            for j in range(len(counts)):
+                count = counts[(r + i + j) % len(counts)]  # the order rotates: drift falls on all alike
+                await engine.set_drafts(count.drafts, plan.up_to)
+                await _measure(engine, count, request, r)
+        if spent:
+            break
+    await engine.set_drafts(0, plan.up_to)
+    plain, *drafted = (count.run(plan.method, counts[0]) for count in counts)
+    choice = replace(choose(plain, drafted), measured_by="first start")
+    if choice.method == "none" and len(plain.rates) < 3:
+        reason = (
+            f"the first start's {budget_s:.0f} s measured {len(plain.rates)} prompt(s), too few to "
+            "decide; `gemma-chat profiles --measure` measures fully"
+        )
+        choice = replace(choice, reason=reason)
+    return choice
+
+
+async def _measure(engine: DraftEngine, count: _Count, request: EngineRequest, round_: int) -> None:
+    rid = f"{request.request_id}-{count.drafts}-r{round_}"
+    final = await _finished(engine, replace(request, request_id=rid))
+    if round_ == 0:
+        count.tokens[request.request_id] = tuple(final.token_ids)
+    count.rates.setdefault(request.request_id, []).append(final.metrics.decode_tokens_per_s or 0.0)
+    for j, n in enumerate(final.metrics.acceptance_histogram or ()):
+        count.histogram.extend([0] * (j + 1 - len(count.histogram)))
+        count.histogram[j] += n
+
+
+async def _finished(engine: DraftEngine, request: EngineRequest) -> Finished:
+    events = [event async for event in engine.stream(request)]
+    final = events[-1] if events else None
+    if not isinstance(final, Finished):
+        detail = getattr(final, "message", type(final).__name__)
+        raise GemmaChatError(f"Measuring speculation at the first start failed: {detail}.", "See its log.")
+    return final
