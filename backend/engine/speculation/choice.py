@@ -238,6 +238,13 @@ def tokens_per_step(histogram: tuple[int, ...], drafts: int, undrafted: int = 0)
     return 1 + sum(min(j, drafts) * count for j, count in enumerate(histogram)) / steps
 
 
+def add_histogram(total: list[int], histogram: tuple[int, ...] | None) -> None:
+    """Add one request's acceptance histogram into ``total`` (grown to its length)."""
+    for j, count in enumerate(histogram or ()):
+        total.extend([0] * (j + 1 - len(total)))
+        total[j] += count
+
+
 def step_cost(plain: ProbeRun, run: ProbeRun) -> float | None:
     """What one of ``run``'s decode steps costs in plain steps, from measured figures only: its
     tokens a step times plain decoding's rate over its own (time per token × tokens per step)."""

@@ -27,8 +27,10 @@ from typing import TYPE_CHECKING, Protocol
 from backend.engine.prompt_sets import parity_prompts
 from backend.engine.protocol import EngineInfo, EngineRequest, Finished, SamplingSettings
 from backend.engine.speculation.choice import (
+    MIN_PAIRED,
     ProbeRun,
     SpeculationChoice,
+    add_histogram,
     choose,
     store_choice,
     stored_choice,
@@ -170,7 +172,7 @@ async def decide(
     await engine.set_drafts(0, plan.up_to)
     plain, *drafted = (count.run(plan.method, counts[0]) for count in counts)
     choice = replace(choose(plain, drafted), measured_by="first start")
-    if choice.method == "none" and len(plain.rates) < 3:
+    if choice.method == "none" and len(plain.rates) < MIN_PAIRED:
         reason = (
             f"the first start's {budget_s:.0f} s measured {len(plain.rates)} prompt(s), too few to "
             "decide; `gemma-chat profiles --measure` measures fully"
@@ -185,9 +187,7 @@ async def _measure(engine: DraftEngine, count: _Count, request: EngineRequest, r
     if round_ == 0:
         count.tokens[request.request_id] = tuple(final.token_ids)
     count.rates.setdefault(request.request_id, []).append(final.metrics.decode_tokens_per_s or 0.0)
-    for j, n in enumerate(final.metrics.acceptance_histogram or ()):
-        count.histogram.extend([0] * (j + 1 - len(count.histogram)))
-        count.histogram[j] += n
+    add_histogram(count.histogram, final.metrics.acceptance_histogram)
 
 
 async def _finished(engine: DraftEngine, request: EngineRequest) -> Finished:

@@ -37,6 +37,7 @@ from backend.engine.speculation.choice import (
     PROBE_DRAFTS,
     ProbeRun,
     SpeculationChoice,
+    add_histogram,
     candidate_label,
     choice_key,
     choose,
@@ -278,6 +279,4 @@ async def _decode(candidate: _Candidate, engine: VllmEngine, request: EngineRequ
     m = final.metrics
     candidate.rates.setdefault(request.request_id, []).append(m.decode_tokens_per_s or 0.0)
     candidate.tokens += max(0, m.generated_tokens - 1)
-    for j, count in enumerate(m.acceptance_histogram or ()):
-        candidate.histogram.extend([0] * (j + 1 - len(candidate.histogram)))
-        candidate.histogram[j] += count
+    add_histogram(candidate.histogram, m.acceptance_histogram)
