@@ -17,6 +17,7 @@ from backend.config.settings import EngineSettings
 from backend.engine.log import capture_stderr
 from backend.engine.model_source import ModelSource, resolve
 from backend.engine.profiles import Argument, EngineProfile, engine_config
+from backend.engine.speculation.choice import CHOICES_ENV
 from backend.engine.vllm import VllmEngine
 
 TEST_ENGINE = EngineSettings(dtype="float32", max_model_len=4096, kv_cache_gib=1, speculation="mtp")
@@ -37,7 +38,12 @@ def gemma_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     home = tmp_path_factory.mktemp("gemma-home")
     previous = os.environ.get("GEMMA_CHAT_HOME")
     os.environ["GEMMA_CHAT_HOME"] = str(home)
+    # Every home of this run (the session's, and the fresh ones end-to-end tests give the app)
+    # keeps speculation choices in one file: the optimized path's first start measures once per
+    # model and machine, not once per test. Tests of the first start itself unset it.
+    os.environ[CHOICES_ENV] = str(home / "shared-speculation-choices.json")
     yield home
+    os.environ.pop(CHOICES_ENV, None)
     if previous is None:
         os.environ.pop("GEMMA_CHAT_HOME", None)
     else:

@@ -150,6 +150,23 @@ async def test_a_failed_measurement_leaves_the_engine_without_drafts_and_says_wh
     assert stored_choice(plan.key) is None, "nothing kept: the next start measures again"
 
 
+def test_homes_that_share_a_choices_file_measure_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from backend.engine.speculation.choice import CHOICES_ENV, CHOICES_FILE, SpeculationChoice
+
+    kept = SpeculationChoice("mtp", 2, 1.4, 1.3, 1.5, (), measured_by="first start")
+    shared = tmp_path / "shared.json"
+    monkeypatch.setenv(CHOICES_ENV, str(shared))
+    monkeypatch.setenv("GEMMA_CHAT_HOME", str(tmp_path / "one"))
+    store_choice("key-shared", kept)
+    monkeypatch.setenv("GEMMA_CHAT_HOME", str(tmp_path / "two"))
+    assert stored_choice("key-shared") == kept, "another home reads the shared file"
+    assert shared.is_file() and not (tmp_path / "one" / "cache" / CHOICES_FILE).exists()
+    monkeypatch.delenv(CHOICES_ENV)
+    assert stored_choice("key-shared") is None, "without it, each home keeps its own"
+
+
 def test_a_changed_machine_or_setting_decides_again(
     tiny_source: ModelSource, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -15,7 +15,7 @@ from backend.engine.metrics import accepted_positions
 from backend.engine.model_source import demo_model
 from backend.engine.profiles import EngineProfile, engine_config
 from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
-from backend.engine.speculation.choice import MIN_PAIRED, stored_choice
+from backend.engine.speculation.choice import CHOICES_ENV, MIN_PAIRED, stored_choice
 from backend.engine.vllm import VllmEngine
 from backend.gemma4.messages import ChatMessage, PromptRenderer
 
@@ -28,6 +28,7 @@ async def test_the_first_start_decides_on_the_real_engine_and_a_warm_start_appli
     engine itself (each count really drafts, every count keeps the tokens), keeps the choice, and
     the engine answers with it — the same tokens as without drafts; the next start measures nothing."""
     monkeypatch.setenv("GEMMA_CHAT_HOME", str(tmp_path))  # nothing kept for this model here
+    monkeypatch.delenv(CHOICES_ENV)  # not the run's shared file: this start must measure
     source = demo_model()
     config = engine_config(EngineProfile.optimized(), source, EngineSettings())
     assert config.drafts is not None

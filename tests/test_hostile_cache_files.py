@@ -117,6 +117,7 @@ def test_a_speculation_choice_the_probe_never_writes_is_set_aside(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, entry: object, said: str
 ) -> None:
     monkeypatch.setattr(choice.paths, "cache_dir", lambda: tmp_path)
+    monkeypatch.delenv(choice.CHOICES_ENV)
     path = tmp_path / choice.CHOICES_FILE
     path.write_text(json.dumps({"key": entry}))
     cache_json.take_notices()

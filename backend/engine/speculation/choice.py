@@ -41,6 +41,9 @@ MIN_GAIN = 1.05
 MIN_PAIRED = 3
 """A candidate needs at least this many prompts measured beside no speculation to be chosen."""
 CHOICES_FILE = "speculation-choices.json"
+CHOICES_ENV = "GEMMA_CHAT_SPECULATION_CHOICES"
+"""A file to keep choices in instead of the cache folder's (several homes share one measurement:
+the choice is keyed by model and machine anyway)."""
 KEYED_ENV = (
     "VLLM_ENABLE_V1_MULTIPROCESSING",
     "VLLM_CPU_NUM_OF_RESERVED_CPU",
@@ -370,10 +373,16 @@ def _checked(doc: Any) -> SpeculationChoice:
     return choice
 
 
+def choices_file() -> Path:
+    """Where choices are kept: ``GEMMA_CHAT_SPECULATION_CHOICES``, else the cache folder's file."""
+    shared = os.environ.get(CHOICES_ENV, "").strip()
+    return Path(shared) if shared else paths.cache_dir() / CHOICES_FILE
+
+
 def stored_choice(key: str) -> SpeculationChoice | None:
     """The choice kept for ``key``; a file holding an entry the probe could not have written is set
     aside (named in a notice) and nothing is used from it."""
-    path = paths.cache_dir() / CHOICES_FILE
+    path = choices_file()
     doc = cache_json.read_object(path)
     if key not in doc:
         return None
@@ -386,7 +395,7 @@ def stored_choice(key: str) -> SpeculationChoice | None:
 
 def store_choice(key: str, choice: SpeculationChoice | None) -> None:
     """Keep ``choice`` for ``key`` (None forgets it)."""
-    path = paths.cache_dir() / CHOICES_FILE
+    path = choices_file()
     doc = cache_json.read_object(path)
     if choice is None:
         doc.pop(key, None)
