@@ -1,15 +1,23 @@
 """Text from a model or a tool never reaches the terminal raw (issue 37, item 9): the shared
 sanitizer (``backend/terminal_text.py``), and the chat app drawing a reply and a tool result that
 hold OSC 52 (clipboard), OSC 0 (title) and clear-screen. ``ask`` is in the hostile corpus
-(``tests/hostile_remote_cases.py``: a server's reply through ``gemma-chat ask --server``)."""
+(``tests/hostile_remote_cases.py``: a server's reply through ``gemma-chat ask --server``).
+Hardening round 3, item 16: what a person types while the app starts reaches the prompt."""
 
 from __future__ import annotations
 
+import os
+import re
+import sys
+import time
 from pathlib import Path
 
 from backend.terminal_text import terminal_safe
 from tests.fake_engine import FakeEngine
+from tests.terminal import Terminal
 from tests.tui_pilot import make_app, replies, send
+
+ROOT = Path(__file__).resolve().parents[1]
 
 HOSTILE = "Look:\x1b]52;c;cm0gLXJmIH4=\x07 \x1b]0;pwned\x07 \x1b[2J\x1b[H \x9b31m \r\nend"
 
@@ -44,3 +52,24 @@ async def test_a_notice_quoting_a_server_shows_no_escape(tmp_path: Path) -> None
         (notice,) = [n for n in app._notifications if "srv" in str(n.message)]
         assert "\x1b" not in str(notice.message) + str(notice.title)
         assert "␛]0;pwned␇" in str(notice.message) and "␛]52;c;" in str(notice.title)
+
+
+def test_text_typed_while_the_app_starts_reaches_the_prompt(tmp_path: Path) -> None:
+    """Keys typed before the app has drawn anything (the terminal keeps them) and during its first
+    frames were dropped by the chat's scroll view, focused first: ~0.7 s of typing was lost."""
+    env = {**os.environ, "GEMMA_CHAT_HOME": str(tmp_path), "TERM": "xterm-256color"}
+    argv = [sys.executable, "-m", "app.cli", "--server", "http://127.0.0.1:9"]  # nothing listens there
+    term = Terminal(argv, env, cwd=str(ROOT))
+    try:
+        began = time.monotonic()
+        for word in ("typed", "early", "still", "here"):
+            term.child.send(word + " ")
+            time.sleep(0.15)
+        term.wait_for("Quit", 60, "the app's first frame")
+        assert time.monotonic() - began > 0.6, "the words went out while the app started"
+        screen = term.wait_for(r"typed early still here", 10, "every word in the prompt")
+        assert re.search(r"│ typed early still here\s+", screen), screen
+        term.press("ctrl+q")
+        assert term.wait_exit(30) == 0
+    finally:
+        term.close()

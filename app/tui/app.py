@@ -49,6 +49,9 @@ PATHS = ("optimized", "baseline")
 
 class GemmaChatApp(QuitActions, BranchActions, ChatActions, AttachActions, ToolActions, ReportingApp):
     CSS_PATH = Path(__file__).with_name("app.tcss")
+    AUTO_FOCUS = "#prompt"
+    """The prompt has focus from the first frame: keys typed while the app starts (read from the
+    terminal once it does) go to the prompt, not to the chat's scroll view, which would drop them."""
     TITLE = "gemma-chat"
     BINDINGS = [
         Binding("escape", "stop", "Stop", id="stop"),
