@@ -47,11 +47,16 @@ from backend.media.attachment import Attachment
 PATHS = ("optimized", "baseline")
 
 
+class ChatScreen(Screen[None]):
+    """The app's own screen. The prompt has focus from the first frame: keys typed while the app
+    starts (read from the terminal once it does) go to the prompt, not to the chat's scroll view,
+    which would drop them. Dialogs keep Textual's default (their first focusable widget)."""
+
+    AUTO_FOCUS = "#prompt"
+
+
 class GemmaChatApp(QuitActions, BranchActions, ChatActions, AttachActions, ToolActions, ReportingApp):
     CSS_PATH = Path(__file__).with_name("app.tcss")
-    AUTO_FOCUS = "#prompt"
-    """The prompt has focus from the first frame: keys typed while the app starts (read from the
-    terminal once it does) go to the prompt, not to the chat's scroll view, which would drop them."""
     TITLE = "gemma-chat"
     BINDINGS = [
         Binding("escape", "stop", "Stop", id="stop"),
@@ -111,6 +116,9 @@ class GemmaChatApp(QuitActions, BranchActions, ChatActions, AttachActions, ToolA
             moved = f"The history database was unreadable; moved aside to {store.moved_aside}."
             self.call_later(self.notify, moved, severity="error")
         return store
+
+    def get_default_screen(self) -> Screen[None]:
+        return ChatScreen(id="_default")
 
     def compose(self) -> ComposeResult:
         yield self.status
