@@ -56,15 +56,3 @@ async def test_json_output_has_the_timeline(capsys: pytest.CaptureFixture[str]) 
     assert path["thought"] == "The user wants 6 * 7."
     assert path["tools"] == [RECORD.to_json()]
     assert path["tools"][0]["result"] == 42 and path["tool_seconds"] == 0.0004
-
-
-def test_a_refused_request_exits_2_and_a_failed_one_1() -> None:
-    """Hardening round 3: ordinary refusals (a video sent to a server, a server's 404) exited 1,
-    the status of an internal error."""
-    from app.commands.ask_output import failed_status
-    from backend.engine.protocol import Failed
-
-    assert failed_status(Failed("r", "HTTP 404 from the server", "rejected")) == 2
-    assert failed_status(Failed("r", "not started", "not_running")) == 2
-    assert failed_status(Failed("r", "the engine died", "engine_died")) == 1
-    assert failed_status(Failed("r", "something else")) == 1

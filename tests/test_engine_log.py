@@ -55,14 +55,3 @@ def test_a_failure_in_a_worker_is_told_by_the_workers_own_words(tmp_path: Path) 
     )
     assert str(log) in found.fix
     assert diagnose(error, "no traceback here", None).problem.endswith("Failed core proc(s): {}")
-
-
-def test_a_read_only_cache_folder_is_named_with_what_to_do() -> None:
-    """Hardening round 3: a read-only VLLM_CACHE_ROOT ended in a bare ``OSError [Errno 30]``."""
-    error = OSError(30, "Read-only file system")
-    log = "OSError: [Errno 30] Read-only file system: '/ro/vllm/torch_compile_cache/abc'\n"
-    found = diagnose(error, log, Path("/logs/engine.log"))
-    assert found.problem == (
-        "The engine could not write /ro/vllm/torch_compile_cache/abc: Read-only file system."
-    )
-    assert "VLLM_CACHE_ROOT" in found.fix and "/logs/engine.log" in found.fix

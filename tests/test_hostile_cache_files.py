@@ -1,7 +1,9 @@
-"""Hardening round 3: the app's own cache files are input. A FIFO, a device, a directory, a deep or
-broken JSON document, or values the writer never writes, in place of ``engine-starts.json``,
-``engine-env.json`` or ``speculation-choices.json``: read in bounded time and memory, set aside
-(renamed, not deleted) with a notice naming the file, and written anew afterwards."""
+"""Hardening round 3 (issue 46, items 2, 5 and 13): the app's own cache files are input. A FIFO, a
+device, a directory, a deep or broken JSON document, or values the writer never writes, in place of
+``engine-starts.json``, ``engine-env.json`` (item 2) or ``speculation-choices.json`` (item 5): read
+in bounded time and memory, set aside (renamed, not deleted) with a notice naming the file, and
+written anew afterwards. A cache folder the engine cannot write (a read-only ``VLLM_CACHE_ROOT``)
+is named with the variable to point elsewhere (item 13)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from backend.config import cache_json
+from backend.engine.log import diagnose
 from backend.engine.speculation import choice
 from backend.engine.start_env import StartEnv
 from backend.engine.start_history import StartHistory
@@ -129,3 +132,14 @@ def test_a_speculation_choice_the_probe_never_writes_is_set_aside(
     stored = choice.stored_choice("key")
     assert stored is not None and (stored.method, stored.drafts) == ("mtp", 2)
     assert not cache_json.take_notices()
+
+
+def test_a_read_only_cache_folder_is_named_with_what_to_do() -> None:
+    """Hardening round 3: a read-only VLLM_CACHE_ROOT ended in a bare ``OSError [Errno 30]``."""
+    error = OSError(30, "Read-only file system")
+    log = "OSError: [Errno 30] Read-only file system: '/ro/vllm/torch_compile_cache/abc'\n"
+    found = diagnose(error, log, Path("/logs/engine.log"))
+    assert found.problem == (
+        "The engine could not write /ro/vllm/torch_compile_cache/abc: Read-only file system."
+    )
+    assert "VLLM_CACHE_ROOT" in found.fix and "/logs/engine.log" in found.fix

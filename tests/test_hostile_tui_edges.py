@@ -1,6 +1,10 @@
 """Smaller chat-app cases of issue 37: a repeated call in one path is never "reused from the other
 path" (item 19), and at 20 columns the context gauge still shows ``used/window`` (item 21). The
-keymap (item 18) is in the hostile corpus (``tests/hostile_config_cases.py``)."""
+keymap (item 18) is in the hostile corpus (``tests/hostile_config_cases.py``).
+
+Hardening round 3 (issue 46): a reply without an answer says so, and a thought's ``</details>``
+stays in its collapsed block (item 16); F3 with a path that cannot start answers with the other
+(item 15); a file replaced between ``/attach`` and send is sent and kept as it is now (item 6)."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from app.tui.widgets.status_bar import StatusBar, StatusFigures
 from app.tui.widgets.tool_block import ToolBlock
 from backend.gemma4.call_format import format_call
 from tests.fake_engine import FakeEngine
+from tests.test_tui import _attach_by_command
 from tests.tui_pilot import make_app, replies, send, wait_until
 
 CALC = format_call("calculator", {"expression": "6*7"}) + "<|tool_response>"
@@ -129,3 +134,28 @@ async def test_f3_with_a_path_that_cannot_start_answers_with_the_other(tmp_path:
     assert errors and "unreachable" in errors[0] and "did not start" in errors[0]
     assert shown == "Optimized answer."
     assert saved[-1] == ("assistant", "Optimized answer.", "optimized")
+
+
+async def test_a_file_replaced_after_attach_is_sent_and_kept_as_it_is_now(tmp_path: Path) -> None:
+    """Hardening round 3: the model got the image as it was at /attach, the history kept the path
+    of the new one (its copy refused: the hash differed), and reopening could not load it."""
+    from backend.chat.conversation import Conversation
+    from backend.chat.store import ChatStore
+    from tests.media_files import image_file
+
+    image = image_file(tmp_path / "cat.png")
+    app, engines = make_app(tmp_path)
+    async with app.run_test() as pilot:
+        await _attach_by_command(app, pilot, image)
+        image_file(image, width=64, height=48)  # replaced before send
+        await send(app, pilot, "What is this?")
+        request = engines["optimized"].requests[-1]
+        notices = [str(n.message) for n in app._notifications]
+        chat_id = app.conversation.chat_id
+        stored = app.store.messages(chat_id)  # type: ignore[union-attr, arg-type]
+    assert request.multi_modal_data["image"][0].size == (64, 48), "the file as it is now"
+    assert any("changed after it was attached" in notice for notice in notices)
+    kept = Path(stored[0].attachments[0])
+    assert kept.parent.name == "attachments" and kept.read_bytes() == image.read_bytes()
+    again = Conversation(ChatStore(tmp_path / "history.db"), chat_id)
+    assert again.last_store_error is None and again.turns[0].attachments[0].detail == "64x48"

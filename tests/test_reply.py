@@ -76,33 +76,3 @@ def test_steps_of_a_tool_turn_are_set_apart() -> None:
     stream.next_step(Prompted(thought_open=True))
     second = stream.feed("Seen it.<channel|>").thought + stream.feed("Done.").answer
     assert (first, second) == ("Checking.", "Seen it.\n\nDone.")
-
-
-def test_a_streaming_reply_of_a_thousand_calls_is_read_once_past_its_first_call(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Hardening round 3: the reply was read again on every piece (1,000 calls: minutes of CPU);
-    past the first call nothing is read until the step's end, and the answer before it still shows."""
-    from backend.gemma4 import reply as reply_module
-    from backend.gemma4.call_format import format_call
-
-    text = "Let me check. " + "".join(format_call("calc", {"x": n}) for n in range(1000))
-    reads: list[str] = []
-    real = reply_module.read_reply
-    monkeypatch.setattr(reply_module, "read_reply", lambda t, p: reads.append(t) or real(t, p))
-    stream = reply_module.ReplyStream()
-    shown = "".join(stream.feed(text[i : i + 4], 1).answer for i in range(0, len(text), 4))
-    assert shown.strip() == "Let me check."
-    assert len(reads) <= 10, "the pieces before the first call (and its marker), not 16,000"
-
-
-def test_without_thinking_mode_a_channel_marker_that_opens_no_thought_stays_text() -> None:
-    """Hardening round 3: the rest of the answer became a thought ("…opens withthought: and the rest")."""
-    from backend.gemma4.reply import Prompted, read_reply
-
-    said = read_reply("It opens with<|channel> and the rest stays.", Prompted())
-    assert (said.answer, said.thought) == ("It opens with<|channel> and the rest stays.", "")
-    empty = read_reply("<|channel>thought\n<channel|>Hello.", Prompted())
-    assert (empty.answer, empty.thought) == ("Hello.", ""), "an empty thought block is still dropped"
-    stray = read_reply("<|channel>thought\nhmm<channel|>Hello.", Prompted())
-    assert (stray.answer, stray.thought) == ("Hello.", "hmm"), "a labelled block is a thought"

@@ -391,24 +391,3 @@ def test_symlinked_root_itself_is_fine(tmp_path: Path) -> None:
     link = tmp_path / "link"
     os.symlink(real, link)
     assert Sandbox.of([link]).resolve("a.txt") == (real / "a.txt")
-
-
-async def test_a_reply_with_a_thousand_calls_costs_the_next_prompt_one_summary(tmp_path: Path) -> None:
-    """Hardening round 3: 16 calls run; the other 984 are one record and one response naming how
-    many were not run and of which tools, so the next prompt stays the size of a 17-call step."""
-    from backend.tools.loop import MAX_CALLS_PER_STEP
-
-    calls = [format_call("calculator", {"expression": f"{n}+1"}) for n in range(600)]
-    calls += [format_call("nope", {"n": n}) for n in range(400)]
-    engine = FakeEngine("eager", script=["".join(calls) + "<|tool_response>", "Done.<turn|>"])
-    turn = ToolTurn(engine, _runner(tmp_path), [ChatMessage("user", "many")], _builder(engine))
-    events = await _run(turn)
-    assert isinstance(events[-1], Finished) and events[-1].text == "Done."
-    assert len(turn.records) == MAX_CALLS_PER_STEP + 1
-    assert [r.status for r in turn.records[:MAX_CALLS_PER_STEP]] == ["ok"] * MAX_CALLS_PER_STEP
-    summary = turn.records[-1]
-    assert summary.status == "skipped"
-    assert "984 more calls (calculator ×584, nope ×400)" in summary.message
-    second_prompt = engine.requests[1].prompt
-    assert second_prompt.count("calculator") < 40 and "984 more calls" in second_prompt
-    assert len(second_prompt) < 20 * len(engine.requests[0].prompt) + 5000

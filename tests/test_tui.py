@@ -361,28 +361,3 @@ def test_picker_preview_draws_the_image() -> None:
     assert len(lines) == 2 and all(line == "▀" * 8 for line in lines)
     styles = [span.style for span in preview.spans]
     assert str(styles[0].color.triplet.hex) == "#ff0000" and str(styles[-1].bgcolor.triplet.hex) == "#0000ff"
-
-
-async def test_a_file_replaced_after_attach_is_sent_and_kept_as_it_is_now(tmp_path: Path) -> None:
-    """Hardening round 3: the model got the image as it was at /attach, the history kept the path
-    of the new one (its copy refused: the hash differed), and reopening could not load it."""
-    from backend.chat.conversation import Conversation
-    from backend.chat.store import ChatStore
-    from tests.media_files import image_file
-
-    image = image_file(tmp_path / "cat.png")
-    app, engines = make_app(tmp_path)
-    async with app.run_test() as pilot:
-        await _attach_by_command(app, pilot, image)
-        image_file(image, width=64, height=48)  # replaced before send
-        await send(app, pilot, "What is this?")
-        request = engines["optimized"].requests[-1]
-        notices = [str(n.message) for n in app._notifications]
-        chat_id = app.conversation.chat_id
-        stored = app.store.messages(chat_id)  # type: ignore[union-attr, arg-type]
-    assert request.multi_modal_data["image"][0].size == (64, 48), "the file as it is now"
-    assert any("changed after it was attached" in notice for notice in notices)
-    kept = Path(stored[0].attachments[0])
-    assert kept.parent.name == "attachments" and kept.read_bytes() == image.read_bytes()
-    again = Conversation(ChatStore(tmp_path / "history.db"), chat_id)
-    assert again.last_store_error is None and again.turns[0].attachments[0].detail == "64x48"

@@ -1,5 +1,7 @@
-"""``bench``'s flags are checked before any engine starts (hardening round 3: a report path that
-could not be written ended the run in an internal error after all of it; ``--requests -3`` ran)."""
+"""Hardening round 3 (issue 46, items 8, 12 and 13): ``bench``'s flags are checked before any engine
+starts (item 8: a report path that could not be written ended the run in an internal error after all
+of it; ``--requests -3`` ran); ``[engine] seed = -1`` is refused (item 12); the early-core variable
+reads the usual words for off (item 13)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""A model folder's chat template is input (hardening round 3): a template that loops, floods, raises,
-does not compile or is empty ends in a message naming the folder, within the render's bound; a good
-template renders exactly as transformers renders it unbounded."""
+"""Hardening round 3 (issue 46, items 1 and 7): a model folder is input. A chat template that loops,
+floods, raises, does not compile or is empty ends in a message naming the folder, within the render's
+bound (item 1); a good template renders exactly as transformers renders it unbounded; an unusable
+tokenizer, and with ``--server`` a ``--model`` that is no folder, are named (item 7)."""
 
 from __future__ import annotations
 

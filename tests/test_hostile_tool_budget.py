@@ -1,6 +1,6 @@
-"""Which part of a prompt that does not fit is named: the tool declarations where they take more of
-the window than the reply budget, the reply budget where it takes more (hardening round 3: a
-``--max-tokens 4000`` in a 4,096-token window was blamed on the declarations)."""
+"""Hardening round 3 (issue 46, item 10): which part of a prompt that does not fit is named: the tool
+declarations where they take more of the window than the reply budget, the reply budget where it
+takes more (a ``--max-tokens 4000`` in a 4,096-token window was blamed on the declarations)."""
 
 from __future__ import annotations
 
