@@ -8,18 +8,17 @@ import json
 from backend.config.settings import EngineSettings
 from backend.engine.footprint import engine_footprint
 from backend.engine.gpu import GpuFacts, check_dtype, check_gpu, detect_gpu
+from backend.engine.gpu_window import plan_tokens
 from backend.engine.memory_plan import MemoryPlan, plan_memory
 from backend.engine.model_source import ModelSource
-from backend.engine.platform import default_max_model_len
 
 
 def context_tokens(source: ModelSource, settings: EngineSettings) -> int:
-    """The context window an engine gets (the same rule as ``profiles.engine_config``)."""
+    """The window the plan sizes each engine's KV cache for: the setting, else the least a card's
+    window may be (``gpu_window``; the window itself follows from the share the plan gives)."""
     if settings.max_model_len is not None:
         return settings.max_model_len
-    config = json.loads((source.path / "config.json").read_text())
-    text = config.get("text_config", config)
-    return min(default_max_model_len(), int(text.get("max_position_embeddings", 131072)))
+    return plan_tokens(source.path)
 
 
 def model_type(source: ModelSource) -> str:

@@ -23,6 +23,7 @@ from backend.engine.compile_cache import with_graph_key
 from backend.engine.cpu_env import optimized_cpu_env, speculating_cpu_env
 from backend.engine.gpu import GpuRefused
 from backend.engine.gpu_args import gpu_arguments, gpu_env
+from backend.engine.gpu_window import card_window, model_max_len
 from backend.engine.kv_size import cpu_kv_cache
 from backend.engine.memory_plan import MemoryPlan
 from backend.engine.model_source import ModelSource
@@ -206,14 +207,6 @@ def _cpu_speculation_schedule(spec: dict[str, Any], planned: bool = False) -> li
     return [[1, CPU_SPECULATION_MAX_BATCH, k], [CPU_SPECULATION_MAX_BATCH + 1, 1 << 16, 0]]
 
 
-def _model_max_len(source: ModelSource) -> int:
-    import json
-
-    config = json.loads((source.path / "config.json").read_text())
-    text = config.get("text_config", config)
-    return int(text.get("max_position_embeddings", 131072))
-
-
 def engine_config(
     profile: EngineProfile,
     source: ModelSource,
@@ -241,9 +234,12 @@ def engine_config(
     }
     if settings.max_model_len is not None:
         args["max_model_len"] = Argument(settings.max_model_len, "context window from settings")
+    elif plan is not None:
+        window = card_window(source.path, settings.dtype, plan)
+        args["max_model_len"] = Argument(window.tokens, window.why)
     else:
-        window = min(default_max_model_len(), _model_max_len(source))
-        args["max_model_len"] = Argument(window, "context window chosen from this machine's memory")
+        window_tokens = min(default_max_model_len(), model_max_len(source.path))
+        args["max_model_len"] = Argument(window_tokens, "context window chosen from this machine's memory")
     env: dict[str, Argument] = {}
     if plan is not None:
         args.update(gpu_arguments(plan, profile.name))

@@ -1,0 +1,77 @@
+"""The context window on a GPU comes from the card (issue 43, item 3): what the memory plan leaves
+each path for KV, up to the model's maximum — not from the host's RAM. E2B-shaped folder, described
+cards; vLLM's own config classes accept the result in ``tests/test_gpu_plan.py``'s faked platform."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from backend.config.settings import EngineSettings
+from backend.engine.footprint import GIB, kv_bytes_per_request
+from backend.engine.gpu import described_gpu
+from backend.engine.gpu_window import FLOOR, PAGE_MARGIN, STEP
+from backend.engine.model_source import resolve
+from backend.engine.placement import plan_for
+from backend.engine.profiles import EngineProfile, engine_config
+from tests.e2b_folder import make_e2b_folder
+
+ROOT = Path(__file__).resolve().parent.parent
+PATHS = (EngineProfile.optimized(), EngineProfile.baseline())
+
+
+@pytest.fixture(scope="module")
+def e2b(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_e2b_folder(tmp_path_factory.mktemp("models"))
+
+
+def _windows(model: Path, gib: float, capability: tuple[int, int] = (8, 9), **settings: Any) -> list[Any]:
+    source, chosen = resolve(str(model)), EngineSettings(**settings)
+    plan = plan_for(source, chosen, described_gpu(gib, capability))
+    return [engine_config(path, source, chosen, 1, plan).args["max_model_len"] for path in PATHS]
+
+
+def test_a_large_card_gives_the_models_whole_window_whatever_the_host_has(
+    e2b: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("backend.engine.profiles.default_max_model_len", lambda *_: 4096)  # a small host
+    for window in _windows(e2b, 80, (9, 0)):
+        assert window.value == 131072, window.reason
+        assert "the model's maximum (131072)" in window.reason and "leaves 2" in window.reason
+
+
+def test_a_16_gib_card_gives_the_most_that_fits_the_same_for_both_paths(e2b: Path) -> None:
+    optimized, baseline = _windows(e2b, 16)
+    assert optimized.value == baseline.value, "flipping paths never changes a chat's room"
+    tokens = int(optimized.value)
+    assert FLOOR < tokens < 131072 and tokens % STEP == 0
+    assert "the most that fits" in optimized.reason and "optimized path's share 0.85" in optimized.reason
+    room = float(optimized.reason.split("leaves ")[1].split(" GiB")[0]) * GIB
+    per_request = kv_bytes_per_request(e2b, tokens).bytes
+    assert PAGE_MARGIN * per_request <= room + 0.05 * GIB
+    assert PAGE_MARGIN * kv_bytes_per_request(e2b, tokens + 2 * STEP).bytes > room - 0.05 * GIB
+
+
+def test_the_setting_still_wins(e2b: Path) -> None:
+    for window in _windows(e2b, 80, (9, 0), max_model_len=16384):
+        assert window.value == 16384 and window.reason == "context window from settings"
+
+
+def test_profiles_prints_the_window_with_its_arithmetic(e2b: Path, tmp_path: Path) -> None:
+    card = ["--gpu-memory", "80", "--gpu-capability", "9.0"]
+    shown = subprocess.run(
+        [sys.executable, "-m", "app.cli", "profiles", "--model", str(e2b), *card],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "GEMMA_CHAT_HOME": str(tmp_path), "HOME": str(tmp_path)},
+        timeout=120,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.count("max_model_len = 131072") == 3, "baseline, optimized, eager"
+    assert "context window from the card, the model's maximum (131072): the " in shown.stdout
+    assert "GiB for KV; 3 requests of 131072 tokens need 2.27 GiB" in shown.stdout
