@@ -1,6 +1,7 @@
-"""The context window on a GPU comes from the card (issue 43, item 3): what the memory plan leaves
-each path for KV, up to the model's maximum — not from the host's RAM. E2B-shaped folder, described
-cards; vLLM's own config classes accept the result in ``tests/test_gpu_plan.py``'s faked platform."""
+"""What a card gives (issue 43): the context window from what the memory plan leaves each path for
+KV, up to the model's maximum — not from the host's RAM (item 3); a 12 GB card offered a tight run
+with the risk said (item 7). E2B-shaped folder, described cards; vLLM's own config classes accept
+the arguments in ``tests/test_gpu_plan.py``'s faked platform."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 
 from backend.config.settings import EngineSettings
 from backend.engine.footprint import GIB, kv_bytes_per_request
-from backend.engine.gpu import described_gpu
+from backend.engine.gpu import GpuRefused, described_gpu
 from backend.engine.gpu_window import FLOOR, PAGE_MARGIN, STEP
 from backend.engine.model_source import resolve
 from backend.engine.placement import plan_for
@@ -75,3 +76,20 @@ def test_profiles_prints_the_window_with_its_arithmetic(e2b: Path, tmp_path: Pat
     assert shown.stdout.count("max_model_len = 131072") == 3, "baseline, optimized, eager"
     assert "context window from the card, the model's maximum (131072): the " in shown.stdout
     assert "GiB for KV; 3 requests of 131072 tokens need 2.27 GiB" in shown.stdout
+
+
+def test_a_12_gb_card_is_offered_a_tight_run_and_takes_it_when_asked(e2b: Path) -> None:
+    source = resolve(str(e2b))
+    with pytest.raises(GpuRefused) as refused:
+        plan_for(source, EngineSettings(), described_gpu(12))
+    assert "gpu_memory_utilization = 0.92 to try it tight" in str(refused.value)
+    assert "it may fail to start" in str(refused.value)
+    plan = plan_for(source, EngineSettings(gpu_memory_utilization=0.92), described_gpu(12))
+    assert plan is not None and plan.tight and plan.mode == "swap"
+    assert not plan.sleep_mode, "a sleeping engine's residue would not fit: the idle one is stopped"
+    assert plan.shares == {"baseline": 0.92, "optimized": 0.92}
+    (note,) = [note for note in plan.notes if note.startswith("tight")]
+    assert "estimated at 2.5 GiB" in note and "vLLM's own check at start decides" in note
+    with pytest.raises(GpuRefused):
+        plan_for(source, EngineSettings(gpu_memory_utilization=0.95), described_gpu(10))
+    assert not plan_for(source, EngineSettings(), described_gpu(16)).tight  # type: ignore[union-attr]

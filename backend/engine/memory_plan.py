@@ -9,6 +9,11 @@ From each path's footprint (``footprint``), the GPU's total and free memory and 
   compare swap engines (vLLM's sleep mode on CUDA, else stop one and start the other);
 * ``refused``: not even one engine fits — the message gives both numbers and what would fit.
 
+Between the last two, a *tight* plan: one engine fits only if its runtime takes less than the
+2.5 GiB estimated, down to ``TIGHT_RUNTIME_BYTES`` (a 12 GB card at ``gpu_memory_utilization``
+0.92-0.95). The plan then goes ahead, one engine at a time (the idle one is stopped, not put to
+sleep: its residue would not fit), and says the risk; vLLM's own check at start decides.
+
 ``engine.both_paths = "swap"`` forces swapping (also on the CPU, to test it there);
 ``"side-by-side"`` forces the other way (vLLM then refuses a second engine that does not fit).
 """
@@ -19,13 +24,18 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from backend.engine.footprint import GIB, Footprint
+from backend.engine.footprint import GIB, RUNTIME_BYTES, Footprint
 from backend.engine.gpu import GpuFacts, GpuRefused
 
 Mode = Literal["side-by-side", "swap"]
 SLEEP_RESIDUE_BYTES = 1 * GIB
 """What a sleeping engine keeps on the GPU (CUDA context, its allocator's metadata): an estimate."""
 MAX_UTILIZATION = 0.95
+TIGHT_RUNTIME_BYTES = int(1.25 * GIB)
+TIGHT_GIB = TIGHT_RUNTIME_BYTES / GIB
+RUNTIME_GIB = RUNTIME_BYTES / GIB
+"""The least runtime a tight plan counts on: CUDA context (~0.5 GiB), the sampler's logits for a
+full batch (~0.25 GiB at vocab 262144), CUDA graphs (~0.5 GiB). An estimate, not measured."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +52,8 @@ class MemoryPlan:
     """Swapping puts the idle engine to sleep (vLLM's sleep mode) instead of stopping it."""
     forced: bool = False
     notes: tuple[str, ...] = ()
+    tight: bool = False
+    """One engine fits only with less runtime than estimated (see the module's note)."""
 
     def share(self, profile: str) -> float:
         return self.shares.get(profile, self.shares["optimized"])
@@ -96,8 +108,19 @@ def plan_memory(
             f"rest): the plan uses {budget / GIB:.1f} GiB, as vLLM refuses more than is free"
         )
     biggest = max(f.total for f in footprints.values())
-    if biggest > budget:
-        raise _refusal(gpu, setting, budget, biggest, footprints)
+    tight = biggest > budget
+    if tight:
+        least = max(tight_need(f) for f in footprints.values())
+        if least > budget:
+            raise _refusal(gpu, setting, budget, biggest, footprints)
+        notes.append(
+            f"tight: one engine needs {biggest / GIB:.1f} GiB with the runtime estimated at "
+            f"{RUNTIME_GIB:g} GiB, and {budget / GIB:.1f} GiB leaves it "
+            f"{(budget - least) / GIB + TIGHT_GIB:.1f}; "
+            "vLLM's own check at start decides. If it fails to start, run on the CPU "
+            "(GEMMA_CHAT_ENGINE_BUILD=cpu) or against a vLLM server (--server URL); a card that also "
+            "drives a display has less free"
+        )
     together = sum(f.total for f in footprints.values()) <= budget
     forced = both_paths in ("side-by-side", "swap")
     mode: Mode = (
@@ -111,7 +134,7 @@ def plan_memory(
             shares = {name: budget / len(footprints) / gpu.total_bytes for name in footprints}
     else:
         share = budget / gpu.total_bytes
-        if sleep_available:
+        if sleep_available and not tight:
             # the sleeping engine keeps its context: the waking one must pass vLLM's free-memory check
             share = min(share, (gpu.total_bytes - SLEEP_RESIDUE_BYTES) / gpu.total_bytes - 0.02)
         shares = dict.fromkeys(footprints, share)
@@ -123,10 +146,16 @@ def plan_memory(
         footprints,
         mode,
         shares,
-        mode == "swap" and sleep_available,
+        mode == "swap" and sleep_available and not tight,
         forced,
         tuple(notes),
+        tight,
     )
+
+
+def tight_need(footprint: Footprint) -> int:
+    """What one engine needs with the least runtime a tight plan counts on."""
+    return footprint.total - footprint.runtime.bytes + TIGHT_RUNTIME_BYTES
 
 
 def _refusal(
@@ -135,8 +164,14 @@ def _refusal(
     estimated = "" if all(f.measured for f in footprints.values()) else " (partly estimated)"
     card = math.ceil(need / setting / GIB)
     fixes = [f"a GPU with at least {card} GiB at gpu_memory_utilization {setting:g}"]
+    least = max(tight_need(f) for f in footprints.values())
     if need / gpu.total_bytes <= MAX_UTILIZATION and gpu.free_bytes >= need:
         fixes.append(f"gpu_memory_utilization = {min(MAX_UTILIZATION, need / gpu.total_bytes + 0.01):.2f}")
+    elif least / gpu.total_bytes <= MAX_UTILIZATION and gpu.free_bytes >= least:
+        fixes.append(
+            f"gpu_memory_utilization = {math.ceil(least / gpu.total_bytes * 100) / 100:.2f} to try it tight "
+            f"(the runtime gets {TIGHT_GIB:g} GiB where {RUNTIME_GIB:g} is estimated: it may fail to start)"
+        )
     return GpuRefused(
         f"The model needs {need / GIB:.1f} GiB for one engine{estimated}; {gpu.name} gives it "
         f"{budget / GIB:.1f} GiB ({setting:g} of {gpu.total_gib:.1f} GiB"
