@@ -115,7 +115,24 @@ def _engine(config: Any) -> dict[str, Any]:
         "sleep_mode": built.model_config.enable_sleep_mode,
         "async_scheduling": built.scheduler_config.async_scheduling,
         "device": str(built.device_config.device),
+        "drafter_sliding_backend": _drafter_sliding_backend(built),
     }
+
+
+def _drafter_sliding_backend(built: Any) -> str | None:
+    """The backend vLLM's Gemma 4 proposer gives the drafter's sliding layers: its own
+    ``_create_draft_vllm_config`` (with gemma-chat's import hooks, as in an engine), then the
+    attention selector's rule (a per-kind entry wins over ``backend``)."""
+    spec = built.speculative_config
+    if spec is None or spec.method != "mtp":
+        return None
+    from vllm.v1.spec_decode.gemma4 import Gemma4Proposer
+
+    proposer = Gemma4Proposer.__new__(Gemma4Proposer)
+    proposer.vllm_config, proposer.speculative_config = built, spec
+    attention = proposer._create_draft_vllm_config().attention_config
+    backend = attention.backend_per_kind.get("sliding_window", attention.backend)
+    return backend.name if backend is not None else None
 
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:

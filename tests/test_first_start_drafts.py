@@ -174,6 +174,10 @@ def test_a_changed_machine_or_setting_decides_again(
     key = choice_key(tiny_source, settings, gpu=False)
     assert choice_key(tiny_source, settings, gpu=False) == key
     assert choice_key(tiny_source, EngineSettings(dtype="float32"), gpu=False) != key, "settings"
+    exact = EngineSettings(dtype="bfloat16", exact=True)
+    assert choice_key(tiny_source, exact, gpu=True) != choice_key(tiny_source, settings, gpu=True), (
+        "exact mode"
+    )
     monkeypatch.setattr("backend.provenance.cpu_flags", lambda: ["avx2", "avx512f", "avx512_bf16"])
     assert choice_key(tiny_source, settings, gpu=False) != key, "another CPU class"
     monkeypatch.undo()

@@ -369,6 +369,10 @@ def test_a_measured_attention_choice_goes_to_the_optimized_path_only(faked: dict
     assert "1.12x over vLLM's own attention, the same greedy tokens" in result["optimized"]["attention_why"]
     assert "attention_config" not in result["baseline"]["args"]
     assert _vllm(result, "baseline")["backend_per_kind"] == {}
+    plain = _vllm(faked["l4"], "optimized")["drafter_sliding_backend"]
+    assert plain == "TRITON_ATTN" and built["drafter_sliding_backend"] == plain, (
+        "the drafter attends as without the candidate (vLLM's Gemma 4 proposer refuses FlashAttention there)"
+    )
 
 
 def test_a_gpu_speculation_choice_is_kept_per_card(e2b: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,6 +14,7 @@ Standard library only until a patched module is actually imported.
 * ``draft_schedule``: the optimized engine's drafts per step can be changed while it runs.
 * ``sampled_row_drafts``: the drafter's first pass computes only the rows it samples.
 * ``centroid_drafts``: Gemma 4 drafters with centroid-masked embeddings draft on a CPU.
+* ``drafter_attention``: the target's per-layer-kind attention does not reach the Gemma 4 drafter.
 * ``uni_worker``: the optimized CPU engine's worker computes inside the engine-core process.
 * ``aot_cache_load``: vLLM's AOT compile cache loads on the CPU build (no compile at a warm start).
 * ``process_lifetime``: a process gemma-chat started ends when its parent is gone (even SIGKILLed).
@@ -28,6 +29,7 @@ from backend.compat import (
     centroid_drafts,
     cpu_linear,
     draft_schedule,
+    drafter_attention,
     forced_linear,
     gemma4_audio,
     one_call_step,
@@ -49,6 +51,7 @@ def install_import_hooks() -> None:
     draft_schedule.install_import_hook()
     sampled_row_drafts.install_import_hook()
     centroid_drafts.install_import_hook()
+    drafter_attention.install_import_hook()
     uni_worker.install_import_hook()
     aot_cache_load.install_import_hook()
     process_lifetime.install_import_hook()

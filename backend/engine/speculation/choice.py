@@ -308,7 +308,7 @@ def _gpu_name() -> str:
 
 
 def choice_key(source: ModelSource, settings: EngineSettings, gpu: bool) -> str:
-    """The model's and drafter's files (contents, not paths), dtype, device (the GPU's name), vLLM
+    """The model's and drafter's files (contents, not paths), dtype, exact mode, device (the GPU's name), vLLM
     version, CPU features, cores, what the optimized path adds to a CPU engine's environment (the linear
     kernel's build and threads, every core, how its drafter runs) and the process environment
     (executor, threads): a choice measured under others does not apply."""
@@ -316,6 +316,8 @@ def choice_key(source: ModelSource, settings: EngineSettings, gpu: bool) -> str:
     from backend.provenance import cpu_flags
 
     parts: list[str] = [settings.dtype, _gpu_name() if gpu else f"cpu-{platform.machine()}", _vllm_version()]
+    if settings.exact:  # batch-invariant kernels: other speeds, other tokens, another choice
+        parts.append("exact")
     if not gpu:
         parts += [",".join(cpu_flags()), f"cores={os.cpu_count()}"]
         parts += [f"{name}={arg.value}" for name, arg in optimized_cpu_env(settings)[0].items()]

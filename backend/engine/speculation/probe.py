@@ -19,9 +19,10 @@ from __future__ import annotations
 import asyncio
 import json
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TypeVar
 
 from backend.config.settings import EngineSettings
 from backend.engine.gpu import detect_gpu
@@ -57,6 +58,7 @@ PROBE_ROUNDS = 3
 """Each prompt runs this many times on each candidate (rounds over all prompts, interleaved)."""
 RECORDS_SETTLE_S = 0.1
 """The engine's last iteration record of a request reaches the stat logger just after its output."""
+T = TypeVar("T")
 PROBE_KV_CACHE_GIB = 1
 """The probe's requests are short: a small KV cache lets every candidate's engine stay up at once."""
 
@@ -91,6 +93,8 @@ class _Candidate:
     steps: list[StepRecord] = field(default_factory=list)
     tokens: int = 0
     """Tokens the decode steps yielded: every generated token but the first (prefill's)."""
+    failed: str = ""
+    """Why its engine could not start or answer ("": measured); a failed candidate is skipped."""
 
     @property
     def label(self) -> str:
@@ -162,17 +166,27 @@ async def measure_speculation(
     candidates = _candidates(source, settings, drafts)
     await _measure(candidates, requests, rounds, log_dir, say)
     reference = candidates[0]
-    runs = [c.run(reference) for c in candidates]
+    if reference.failed:
+        raise GemmaChatError(
+            f"The speculation probe could not measure the engine without speculation: {reference.failed}",
+            f"See {log_dir / PROBE_LOG}.",
+        )
+    runs = [c.run(reference) for c in candidates if not c.failed]
     choice = choose(runs[0], runs[1:])
+    key = choice_key(source, settings, on_gpu())
+    if store:  # kept now: a failure among the attention candidates below loses nothing
+        store_choice(key, choice)
     others = list(probe_attention(source, settings) if attention is None else attention)
     if others:
         base = next(c for c in candidates if (c.method, c.drafts) == (choice.method, choice.drafts))
         tried = [_with_attention(base, config) for config in others]
         say(f"attention: {len(tried)} candidate(s) with {base.label}, against vLLM's own")
         await _measure(tried, requests, rounds, log_dir, say)
-        choice = choose_attention(choice, base.run(reference), [c.run(reference) for c in tried])
-    if store:
-        store_choice(choice_key(source, settings, on_gpu()), choice)
+        measured = [c.run(reference) for c in tried if not c.failed]
+        if measured:
+            choice = choose_attention(choice, base.run(reference), measured)
+            if store:
+                store_choice(key, choice)
     return choice
 
 
@@ -218,15 +232,20 @@ async def _measure(
             if index >= 1 and not room_for_another(footprint)[0]:
                 break
             say(f"starting the {candidate.label} engine ({index + 1} of {len(candidates)})")
-            started.append((candidate, await _start(candidate, log_dir, requests[0])))
+            engine = await _isolated(candidate, say, _start(candidate, log_dir, requests[0]))
+            if engine is not None:
+                started.append((candidate, engine))
         else:
             for r in range(rounds):
                 for i, request in enumerate(requests):
                     where = f"round {r + 1} of {rounds}, prompt {i + 1} of {len(requests)}"
                     say(f"{where}: every candidate, in turn")
                     for j in range(len(started)):
+                        candidate, engine = started[(r + i + j) % len(started)]
+                        if candidate.failed:
+                            continue
                         await settle()  # the candidate that ran last has stopped looking at its ring
-                        await _decode(*started[(r + i + j) % len(started)], request, r)
+                        await _isolated(candidate, say, _decode(candidate, engine, request, r))
             return
         if gpu:
             say(
@@ -236,17 +255,37 @@ async def _measure(
         else:
             say("free memory cannot hold every candidate at once: measuring them one after another")
         for candidate in candidates:
-            engine = candidate.engine or await _start(candidate, log_dir, requests[0])
-            for r in range(rounds):
-                for request in requests:
-                    await _decode(candidate, engine, request, r)
-            await engine.shutdown()
-            candidate.engine = None
+            if candidate.failed:
+                continue
+            await _isolated(candidate, say, _one_candidate(candidate, requests, rounds, log_dir))
+            if candidate.engine is not None:
+                await candidate.engine.shutdown()
+                candidate.engine = None
     finally:
         for candidate in candidates:
             if candidate.engine is not None:
                 await candidate.engine.shutdown()
                 candidate.engine = None
+
+
+async def _one_candidate(
+    candidate: _Candidate, requests: list[EngineRequest], rounds: int, log_dir: Path
+) -> None:
+    engine = candidate.engine or await _start(candidate, log_dir, requests[0])
+    for r in range(rounds):
+        for request in requests:
+            await _decode(candidate, engine, request, r)
+
+
+async def _isolated(candidate: _Candidate, say: Callable[[str], None], step: Awaitable[T]) -> T | None:
+    """``step`` of one candidate; a failure marks it failed and is said (the others go on)."""
+    try:
+        return await step
+    except Exception as error:  # any engine failure: the candidate is out, the probe goes on
+        text = error.problem if isinstance(error, GemmaChatError) else f"{type(error).__name__}: {error}"
+        candidate.failed = text
+        say(f"{candidate.label}: failed, skipped — {text}")
+        return None
 
 
 async def _start(candidate: _Candidate, log_dir: Path, warm_up: EngineRequest) -> VllmEngine:

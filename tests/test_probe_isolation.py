@@ -1,0 +1,103 @@
+"""``profiles --measure`` survives a candidate that fails (issue 43, item 5): the failure is said and
+skipped, the others are measured and chosen from, and the speculation result is kept before the
+attention candidates run. The candidates' engines are stand-ins (the real engine's probe is tested
+in ``test_speculation.py``); the candidates, the rule and the stored file are the app's own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from backend.checkpoints import GeneratedCheckpoint
+from backend.config.settings import EngineSettings
+from backend.engine.model_source import ModelSource
+from backend.engine.speculation import probe
+from backend.engine.speculation.choice import choice_key, stored_choice
+from backend.errors import EngineStartFailed
+
+RATES = {("none", 0): 100.0, ("mtp", 1): 130.0, ("mtp", 2): 180.0, ("mtp", 3): 150.0, ("ngram", 4): 90.0}
+
+
+class StandIn:
+    async def shutdown(self) -> None:
+        return None
+
+
+def _stand_ins(monkeypatch: pytest.MonkeyPatch, failing: set[tuple[str, int, str]]) -> list[str]:
+    """Engines that start and answer with ``RATES`` unless (method, drafts, attention) is failing."""
+    started: list[str] = []
+
+    async def start(candidate: Any, log_dir: Path, warm_up: Any) -> StandIn:
+        started.append(candidate.label)
+        if (candidate.method, candidate.drafts, candidate.attention) in failing:
+            raise EngineStartFailed(f"The {candidate.label} engine did not start.", "See its log.")
+        candidate.engine = StandIn()
+        return candidate.engine
+
+    async def decode(candidate: Any, engine: Any, request: Any, round_: int) -> None:
+        candidate.outputs[request.request_id] = (1, 2, 3)
+        faster = 1.2 if candidate.attention else 1.0
+        rate = RATES[(candidate.method, candidate.drafts)] * faster
+        candidate.rates.setdefault(request.request_id, []).append(rate)
+
+    monkeypatch.setattr(probe, "_start", start)
+    monkeypatch.setattr(probe, "_decode", decode)
+    monkeypatch.setattr(probe, "room_for_another", lambda footprint: (True, 1 << 40))
+
+    async def no_pause(seconds: float | None = None) -> None:
+        return None
+
+    monkeypatch.setattr(probe, "settle", no_pause)  # stand-ins load no core
+    return started
+
+
+@pytest.fixture
+def source(tiny: GeneratedCheckpoint) -> ModelSource:
+    return ModelSource(path=tiny.model, drafter=tiny.drafter, name="tiny")
+
+
+SETTINGS = EngineSettings(dtype="float32", max_model_len=1024)
+
+
+async def test_a_candidate_that_fails_to_start_is_skipped_and_the_rest_decide(
+    source: ModelSource, gemma_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started = _stand_ins(monkeypatch, {("mtp", 2, "")})
+    said: list[str] = []
+    kwargs: dict[str, Any] = {"drafts": (1, 2, 3), "prompts": 3, "rounds": 1, "attention": []}
+    choice = await probe.measure_speculation(source, SETTINGS, gemma_home, said.append, **kwargs)
+    assert "mtp@2" in started, "it was tried"
+    assert any("failed, skipped" in line and "did not start" in line for line in said), said
+    assert (choice.method, choice.drafts) == ("mtp", 3), "the fastest of those measured"
+    assert [(run.method, run.drafts) for run in choice.runs] == [
+        ("none", 0),
+        ("mtp", 1),
+        ("mtp", 3),
+        ("ngram", 4),
+    ]
+    assert stored_choice(choice_key(source, SETTINGS, gpu=False)) == choice
+
+
+async def test_the_speculation_result_is_kept_when_every_attention_candidate_fails(
+    source: ModelSource, gemma_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    per_kind = {"backend_per_kind": {"sliding_window": "CPU_ATTN"}}
+    _stand_ins(monkeypatch, {("mtp", 2, '{"backend_per_kind": {"sliding_window": "CPU_ATTN"}}')})
+    said: list[str] = []
+    kwargs: dict[str, Any] = {"drafts": (1, 2), "prompts": 3, "rounds": 1, "attention": [per_kind]}
+    choice = await probe.measure_speculation(source, SETTINGS, gemma_home, said.append, **kwargs)
+    assert (choice.method, choice.drafts, choice.attention) == ("mtp", 2, "")
+    assert any("+ attention: failed, skipped" in line for line in said), said
+    assert stored_choice(choice_key(source, SETTINGS, gpu=False)) == choice
+
+
+async def test_without_a_reference_nothing_is_decided(
+    source: ModelSource, gemma_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _stand_ins(monkeypatch, {("none", 0, "")})
+    with pytest.raises(probe.GemmaChatError, match="could not measure the engine without speculation"):
+        await probe.measure_speculation(
+            source, SETTINGS, gemma_home, lambda _: None, drafts=(1,), attention=[]
+        )
