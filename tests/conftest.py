@@ -17,7 +17,7 @@ from backend.config.settings import EngineSettings
 from backend.engine.log import capture_stderr
 from backend.engine.model_source import ModelSource, resolve
 from backend.engine.profiles import Argument, EngineProfile, engine_config
-from backend.engine.speculation.choice import CHOICES_ENV
+from backend.engine.speculation.kept import CHOICES_ENV
 from backend.engine.vllm import VllmEngine
 
 TEST_ENGINE = EngineSettings(dtype="float32", max_model_len=4096, kv_cache_gib=1, speculation="mtp")

@@ -162,7 +162,8 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     out["mode"], out["shares"] = plan.mode, plan.shares
     measured = spec.get("measured_attention")
     if measured:  # what `profiles --measure` stores where FlashAttention for the sliding layers won
-        from backend.engine.speculation.choice import ProbeRun, SpeculationChoice, choice_key, store_choice
+        from backend.engine.speculation.choice import ProbeRun, SpeculationChoice, choice_key
+        from backend.engine.speculation.kept import store_choice
 
         plain = ProbeRun("none", 0, (100.0,))
         choice = SpeculationChoice("mtp", 2, 1.6, 1.4, 1.8, (plain,), json.dumps(measured), 1.12)
@@ -182,7 +183,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
             except Exception as error:  # vLLM's own refusal is a finding: report it
                 out[name]["vllm_error"] = f"{type(error).__name__}: {error}"
     if measured:
-        from backend.engine.speculation.choice import forget_choice
+        from backend.engine.speculation.kept import forget_choice
 
         forget_choice(choice_key(source, settings, True))
     return out

@@ -17,8 +17,9 @@ from backend.config.settings import EngineSettings
 from backend.engine.metrics import TurnMetrics
 from backend.engine.model_source import ModelSource
 from backend.engine.protocol import EngineInfo, EngineRequest, Finished, TurnEvent
-from backend.engine.speculation.choice import choice_key, store_choice, stored_choice
+from backend.engine.speculation.choice import choice_key
 from backend.engine.speculation.first_start import DraftPlan, decide, settle_drafts, with_drafts_settled
+from backend.engine.speculation.kept import store_choice, stored_choice
 from backend.errors import GemmaChatError
 from backend.gemma4.messages import PromptRenderer
 
@@ -153,7 +154,8 @@ async def test_a_failed_measurement_leaves_the_engine_without_drafts_and_says_wh
 def test_homes_that_share_a_choices_file_measure_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from backend.engine.speculation.choice import CHOICES_ENV, CHOICES_FILE, SpeculationChoice
+    from backend.engine.speculation.choice import SpeculationChoice
+    from backend.engine.speculation.kept import CHOICES_ENV, CHOICES_FILE
 
     kept = SpeculationChoice("mtp", 2, 1.4, 1.3, 1.5, (), measured_by="first start")
     shared = tmp_path / "shared.json"

@@ -15,7 +15,8 @@ from backend.engine.metrics import accepted_positions
 from backend.engine.model_source import demo_model
 from backend.engine.profiles import EngineProfile, engine_config
 from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
-from backend.engine.speculation.choice import CHOICES_ENV, MIN_PAIRED, stored_choice
+from backend.engine.speculation.choice import MIN_PAIRED
+from backend.engine.speculation.kept import CHOICES_ENV, stored_choice
 from backend.engine.vllm import VllmEngine
 from backend.gemma4.messages import ChatMessage, PromptRenderer
 

@@ -18,7 +18,7 @@ import pytest
 
 from backend.config import cache_json
 from backend.engine.log import diagnose
-from backend.engine.speculation import choice
+from backend.engine.speculation import kept as choice
 from backend.engine.start_env import StartEnv
 from backend.engine.start_history import StartHistory
 

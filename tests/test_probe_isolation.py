@@ -14,7 +14,8 @@ from backend.checkpoints import GeneratedCheckpoint
 from backend.config.settings import EngineSettings
 from backend.engine.model_source import ModelSource
 from backend.engine.speculation import probe
-from backend.engine.speculation.choice import choice_key, stored_choice
+from backend.engine.speculation.choice import choice_key
+from backend.engine.speculation.kept import stored_choice
 from backend.errors import EngineStartFailed
 
 RATES = {("none", 0): 100.0, ("mtp", 1): 130.0, ("mtp", 2): 180.0, ("mtp", 3): 150.0, ("ngram", 4): 90.0}

@@ -17,11 +17,9 @@ from backend.engine.speculation.choice import (
     choice_key,
     choose,
     choose_attention,
-    forget_choice,
-    store_choice,
-    stored_choice,
     tokens_per_step,
 )
+from backend.engine.speculation.kept import forget_choice, store_choice, stored_choice
 from backend.engine.speculation.probe import measure_speculation
 
 PLAIN = ProbeRun("none", 0, (100.0, 100.0, 100.0))

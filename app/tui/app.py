@@ -1,8 +1,6 @@
-"""``GemmaChatApp``: the chat screen, with engines started in the background.
-
-The app receives an engine factory (``profile name -> Engine``): the vLLM one when run by
-``gemma-chat``, a fake in UI tests. Turns run in an async worker on the app's loop.
-"""
+"""``GemmaChatApp``: the chat screen, with engines started in the background. It receives an
+engine factory (``profile name -> Engine``): the vLLM one when run by ``gemma-chat``, a fake in UI
+tests. Turns run in an async worker on the app's loop."""
 
 from __future__ import annotations
 
@@ -25,6 +23,7 @@ from app.tui.chat_actions import ChatActions
 from app.tui.failures import ReportingApp
 from app.tui.quit_actions import QuitActions
 from app.tui.screens.approval import ApprovalScreen
+from app.tui.screens.chat import ChatScreen
 from app.tui.screens.help import HelpScreen
 from app.tui.screens.text_prompt import TextPromptScreen
 from app.tui.tool_actions import ToolActions
@@ -45,14 +44,6 @@ from backend.errors import GemmaChatError
 from backend.media.attachment import Attachment
 
 PATHS = ("optimized", "baseline")
-
-
-class ChatScreen(Screen[None]):
-    """The app's own screen. The prompt has focus from the first frame: keys typed while the app
-    starts (read from the terminal once it does) go to the prompt, not to the chat's scroll view,
-    which would drop them. Dialogs keep Textual's default (their first focusable widget)."""
-
-    AUTO_FOCUS = "#prompt"
 
 
 class GemmaChatApp(QuitActions, BranchActions, ChatActions, AttachActions, ToolActions, ReportingApp):

@@ -249,7 +249,8 @@ def _probe_lengths(settings: Settings) -> dict[int, float]:
     from backend.bench.step_costs import measured_lengths
     from backend.engine.model_source import resolve
     from backend.engine.platform import on_gpu
-    from backend.engine.speculation.choice import choice_key, stored_choice
+    from backend.engine.speculation.choice import choice_key
+    from backend.engine.speculation.kept import stored_choice
 
     try:
         demo = resolve("", demo=True)

@@ -29,7 +29,7 @@ OTHER_VARIABLES = frozenset(
         "GEMMA_CHAT_UNI_WORKER",
         "GEMMA_CHAT_TESTS_SERIAL",  # tests/__main__.py
         "GEMMA_CHAT_OWNER",  # backend/lifetime: the owning process, for watchdogs
-        "GEMMA_CHAT_SPECULATION_CHOICES",  # backend/engine/speculation/choice.py
+        "GEMMA_CHAT_SPECULATION_CHOICES",  # backend/engine/speculation/kept.py
         "GEMMA_CHAT_EARLY_CORE",  # backend/compat/early_core.py: 0/false/off/no turn it off
     }
 )

@@ -28,8 +28,9 @@ from backend.engine.kv_size import cpu_kv_cache
 from backend.engine.memory_plan import MemoryPlan
 from backend.engine.model_source import ModelSource
 from backend.engine.platform import default_max_model_len, on_gpu
-from backend.engine.speculation.choice import AUTO_MOST_DRAFTS, SpeculationChoice, choice_key, stored_choice
+from backend.engine.speculation.choice import AUTO_MOST_DRAFTS, SpeculationChoice, choice_key
 from backend.engine.speculation.first_start import DraftPlan
+from backend.engine.speculation.kept import stored_choice
 
 ProfileName = Literal["baseline", "optimized", "eager"]
 PROFILE_NAMES: tuple[ProfileName, ...] = ("baseline", "optimized", "eager")

@@ -26,15 +26,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from backend.engine.prompt_sets import parity_prompts
 from backend.engine.protocol import EngineInfo, EngineRequest, Finished, SamplingSettings
-from backend.engine.speculation.choice import (
-    MIN_PAIRED,
-    ProbeRun,
-    SpeculationChoice,
-    add_histogram,
-    choose,
-    store_choice,
-    stored_choice,
-)
+from backend.engine.speculation.choice import MIN_PAIRED, ProbeRun, SpeculationChoice, add_histogram, choose
+from backend.engine.speculation.kept import store_choice, stored_choice
 from backend.errors import EngineDied, GemmaChatError
 
 if TYPE_CHECKING:

@@ -43,8 +43,8 @@ from backend.engine.speculation.choice import (
     choice_key,
     choose,
     choose_attention,
-    store_choice,
 )
+from backend.engine.speculation.kept import store_choice
 from backend.engine.stats import StepRecord
 from backend.engine.vllm import VllmEngine
 from backend.errors import GemmaChatError
