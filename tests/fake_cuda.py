@@ -7,7 +7,7 @@ capability, name, whether FlashAttention 4 supports it) and the model folder; fo
 reports:
 
 * ``plan``: the app's memory plan for the E2B-shaped folder on that card (``placement.plan_for``
-  with ``detect_gpu`` reading the fake through vLLM's platform and ``torch.cuda.mem_get_info``);
+  with ``detect_gpu`` reading the fake through vLLM's platform and NVML);
 * ``engine``: ``AsyncEngineArgs(**the app's arguments).create_engine_config()`` for each path —
   model, scheduler, cache, attention selection (Gemma 4's head_dim 512 rule) and, for the optimized
   path, ``SpeculativeConfig`` built from the drafter folder;
@@ -31,6 +31,13 @@ def use(memory_gib: float, capability: tuple[int, int], name: str, fa4: bool) ->
     total = int(memory_gib * 2**30)
     CARD.update(name=name, total=total, capability=capability, fa4=fa4)
     torch.cuda.mem_get_info = lambda device=None: (total, total)  # type: ignore[assignment]
+    from types import SimpleNamespace
+
+    from vllm.third_party import pynvml  # what the app reads free memory through (no CUDA context)
+
+    pynvml.nvmlInit = pynvml.nvmlShutdown = lambda: None
+    pynvml.nvmlDeviceGetHandleByIndex = lambda index: index
+    pynvml.nvmlDeviceGetMemoryInfo = lambda handle: SimpleNamespace(total=total, free=total, used=0)
 
 
 def install() -> None:
@@ -113,6 +120,7 @@ def _engine(config: Any) -> dict[str, Any]:
         "speculative_method": spec.method if spec is not None else None,
         "speculative_tokens": spec.num_speculative_tokens if spec is not None else None,
         "sleep_mode": built.model_config.enable_sleep_mode,
+        "offload_cudagraph": built.model_config.sleep_mode_offload_cudagraph,
         "async_scheduling": built.scheduler_config.async_scheduling,
         "device": str(built.device_config.device),
         "drafter_sliding_backend": _drafter_sliding_backend(built),

@@ -268,7 +268,7 @@ def test_vllm_accepts_both_paths(faked: dict[str, Any], key: str, mode: str, att
     for built, path in ((baseline, "baseline"), (optimized, "optimized")):
         assert built["device"] == "cuda" and built["dtype"] == "torch.bfloat16"
         assert built["gpu_memory_utilization"] == result["shares"][path]
-        assert built["sleep_mode"] is (mode == "swap")
+        assert built["sleep_mode"] is built["offload_cudagraph"] is (mode == "swap")
         if attention == "FA4":
             assert built["flash_attn_version"] == 4 and built["attention_backend"] in (None, "FLASH_ATTN")
         else:

@@ -97,13 +97,20 @@ def detect_gpu(device: int = 0) -> GpuFacts | None:
 
 
 def _free_bytes(device: int, total: int) -> int:
-    """Free memory now (other processes' use subtracted), as vLLM's start-up check reads it."""
-    import torch
-
+    """Free memory now (other processes' use subtracted), read through NVML (vLLM's copy of
+    pynvml): no CUDA context opens in the app's process — one holds about 0.4 GiB of the card for
+    as long as the app runs, which a swap between engines would have to leave room for."""
     try:
-        free, _ = torch.cuda.mem_get_info(device)
-        return int(free)
-    except Exception:  # a driver that does not answer: plan on all of it (vLLM's own check decides)
+        from vllm.platforms import current_platform
+        from vllm.third_party import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            physical = current_platform.device_id_to_physical_device_id(device)
+            return int(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(physical)).free)
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no NVML (a driver that does not answer): plan on all of it; vLLM's check decides
         return total
 
 

@@ -23,6 +23,9 @@ def gpu_arguments(plan: MemoryPlan, profile: str) -> dict[str, Argument]:
         args["enable_sleep_mode"] = Argument(
             True, "swapping puts this engine to sleep (weights to host memory) instead of stopping it"
         )
+        args["sleep_mode_offload_cudagraph"] = Argument(
+            True, "its CUDA graphs go to host memory with the weights while it sleeps (room for the other)"
+        )
     return args
 
 

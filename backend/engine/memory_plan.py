@@ -28,8 +28,15 @@ from backend.engine.footprint import GIB, RUNTIME_BYTES, Footprint
 from backend.engine.gpu import GpuFacts, GpuRefused
 
 Mode = Literal["side-by-side", "swap"]
-SLEEP_RESIDUE_BYTES = 1 * GIB
-"""What a sleeping engine keeps on the GPU (CUDA context, its allocator's metadata): an estimate."""
+SLEEP_CONTEXT_BYTES = GIB // 2
+"""A sleeping engine's CUDA context, left on the card: an estimate."""
+SLEEP_BUFFERS_BYTES = GIB // 2
+"""Its buffers outside vLLM's sleep pool (the sampler's, NCCL's, the allocator's metadata): an
+estimate. Its CUDA graphs go to host memory with the weights (``sleep_mode_offload_cudagraph``)."""
+SLEEP_RESIDUE_BYTES = SLEEP_CONTEXT_BYTES + SLEEP_BUFFERS_BYTES
+HOST_MARGIN_BYTES = 6 * GIB
+"""Host memory the app, the active engine's processes and the system need beside a sleeping
+engine's weights (the engine-core process alone holds ~3 GiB): an estimate."""
 MAX_UTILIZATION = 0.95
 TIGHT_RUNTIME_BYTES = int(1.25 * GIB)
 TIGHT_GIB = TIGHT_RUNTIME_BYTES / GIB
@@ -54,6 +61,36 @@ class MemoryPlan:
     notes: tuple[str, ...] = ()
     tight: bool = False
     """One engine fits only with less runtime than estimated (see the module's note)."""
+    host_bytes: int | None = None
+    """This machine's RAM, where the card is this machine's (None for a described card)."""
+
+    @property
+    def slept_bytes(self) -> int:
+        """What a sleeping engine holds in host memory: its weights and its drafter's."""
+        return max(f.weights.bytes + (f.drafter.bytes if f.drafter else 0) for f in self.footprints.values())
+
+    def swap_lines(self) -> list[str]:
+        """What swapping by sleep mode leaves where: the card's residue, the host's weights."""
+        if self.mode != "swap":
+            return []
+        if not self.sleep_mode:
+            return [
+                "swap room: the idle engine is stopped, so nothing of it stays on the card or in host memory"
+            ]
+        host = (
+            f"this machine has {self.host_bytes / GIB:.0f} GiB"
+            if self.host_bytes is not None
+            else f"the card's host needs at least {(self.slept_bytes + HOST_MARGIN_BYTES) / GIB:.0f} GiB"
+        )
+        return [
+            f"swap room on the card: the sleeping engine keeps about {SLEEP_RESIDUE_BYTES / GIB:.1f} GiB "
+            f"(its CUDA context ~{SLEEP_CONTEXT_BYTES / GIB:.1f}, buffers outside vLLM's pool "
+            f"~{SLEEP_BUFFERS_BYTES / GIB:.1f}: estimates; its CUDA graphs go to host memory); the app's "
+            "own process opens no CUDA context (it reads the card through NVML); the waking engine's "
+            "context is in its runtime",
+            f"host memory: a sleeping engine holds {self.slept_bytes / GIB:.1f} GiB of weights there, beside "
+            f"~{HOST_MARGIN_BYTES / GIB:.0f} GiB for the app and the active engine; {host}",
+        ]
 
     def share(self, profile: str) -> float:
         return self.shares.get(profile, self.shares["optimized"])
@@ -85,6 +122,7 @@ class MemoryPlan:
             )
         else:
             out.append(f"plan: side by side ({how}) — both paths' engines on the GPU at once")
+        out += self.swap_lines()
         out.append("shares: " + ", ".join(f"{name} {share:.3f}" for name, share in self.shares.items()))
         out += [f"note: {note}" for note in self.notes]
         return out
@@ -96,6 +134,7 @@ def plan_memory(
     setting: float,
     both_paths: str = "auto",
     sleep_available: bool = True,
+    host_bytes: int | None = None,
 ) -> MemoryPlan:
     """The plan for ``footprints`` (``baseline``, ``optimized``) on ``gpu``; raises ``GpuRefused``
     when not even one engine fits."""
@@ -134,6 +173,19 @@ def plan_memory(
             shares = {name: budget / len(footprints) / gpu.total_bytes for name in footprints}
     else:
         share = budget / gpu.total_bytes
+        slept = max(f.weights.bytes + (f.drafter.bytes if f.drafter else 0) for f in footprints.values())
+        if (
+            sleep_available
+            and not tight
+            and host_bytes is not None
+            and host_bytes < slept + HOST_MARGIN_BYTES
+        ):
+            sleep_available = False
+            notes.append(
+                f"this machine's {(host_bytes or 0) / GIB:.0f} GiB of RAM cannot hold a sleeping engine's "
+                f"{slept / GIB:.1f} GiB of weights beside the app and the active engine: swapping stops "
+                "the idle engine and starts the other (slower than waking it)"
+            )
         if sleep_available and not tight:
             # the sleeping engine keeps its context: the waking one must pass vLLM's free-memory check
             share = min(share, (gpu.total_bytes - SLEEP_RESIDUE_BYTES) / gpu.total_bytes - 0.02)
@@ -150,6 +202,7 @@ def plan_memory(
         forced,
         tuple(notes),
         tight,
+        host_bytes,
     )
 
 

@@ -33,14 +33,16 @@ def plan_for(source: ModelSource, settings: EngineSettings, gpu: GpuFacts | None
     """The plan on ``gpu`` (default: this machine's; None where there is no GPU). Raises
     ``GpuRefused`` for a card below compute capability 8.0, float16 for Gemma 4, or a model
     that does not fit."""
-    sleep = True
+    sleep, host = True, None
     if gpu is None:
         gpu = detect_gpu()
         if gpu is None:
             return None
+        import psutil
         from vllm.platforms import current_platform
 
         sleep = bool(current_platform.is_sleep_mode_available())
+        host = int(psutil.virtual_memory().total)
     check_gpu(gpu)
     check_dtype(settings.dtype, model_type(source), gpu)
     tokens = context_tokens(source, settings)
@@ -49,4 +51,4 @@ def plan_for(source: ModelSource, settings: EngineSettings, gpu: GpuFacts | None
         "baseline": engine_footprint(source.path, None, tokens, settings.dtype),
         "optimized": engine_footprint(source.path, drafter, tokens, settings.dtype),
     }
-    return plan_memory(gpu, footprints, settings.gpu_memory_utilization, settings.both_paths, sleep)
+    return plan_memory(gpu, footprints, settings.gpu_memory_utilization, settings.both_paths, sleep, host)

@@ -1,7 +1,8 @@
 """What a card gives (issue 43): the context window from what the memory plan leaves each path for
-KV, up to the model's maximum — not from the host's RAM (item 3); a 12 GB card offered a tight run
-with the risk said (item 7). E2B-shaped folder, described cards; vLLM's own config classes accept
-the arguments in ``tests/test_gpu_plan.py``'s faked platform."""
+KV, up to the model's maximum — not from the host's RAM (item 3); swap that says what stays on the
+card and in host memory, and stops engines where the host cannot hold a sleeping one (item 4); a
+12 GB card offered a tight run with the risk said (item 7). E2B-shaped folder, described cards;
+vLLM's own config classes accept the arguments in ``tests/test_gpu_plan.py``'s faked platform."""
 
 from __future__ import annotations
 
@@ -93,3 +94,34 @@ def test_a_12_gb_card_is_offered_a_tight_run_and_takes_it_when_asked(e2b: Path) 
     with pytest.raises(GpuRefused):
         plan_for(source, EngineSettings(gpu_memory_utilization=0.95), described_gpu(10))
     assert not plan_for(source, EngineSettings(), described_gpu(16)).tight  # type: ignore[union-attr]
+
+
+def test_a_swap_plan_shows_the_cards_residue_and_the_hosts_weights(e2b: Path, tmp_path: Path) -> None:
+    shown = subprocess.run(
+        [sys.executable, "-m", "app.cli", "profiles", "--model", str(e2b), "--gpu-memory", "16"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "GEMMA_CHAT_HOME": str(tmp_path), "HOME": str(tmp_path)},
+        timeout=120,
+    )
+    assert shown.returncode == 0, shown.stderr
+    out = shown.stdout
+    assert "the sleeping engine keeps about 1.0 GiB (its CUDA context ~0.5" in out
+    assert "the app's own process opens no CUDA context" in out
+    assert "a sleeping engine holds 9.7 GiB of weights there" in out and "needs at least 16 GiB" in out
+    assert "sleep_mode_offload_cudagraph = True" in out
+
+
+def test_a_host_that_cannot_hold_a_sleeping_engine_swaps_by_stopping(e2b: Path) -> None:
+    from backend.engine.memory_plan import plan_memory
+
+    source = resolve(str(e2b))
+    plan = plan_for(source, EngineSettings(), described_gpu(16))
+    assert plan is not None and plan.sleep_mode
+    small = plan_memory(plan.gpu, plan.footprints, 0.85, host_bytes=12 * GIB)
+    assert small.mode == "swap" and not small.sleep_mode
+    assert any("12 GiB of RAM cannot hold a sleeping engine's 9.7 GiB" in note for note in small.notes)
+    assert "nothing of it stays on the card" in small.swap_lines()[0]
+    roomy = plan_memory(plan.gpu, plan.footprints, 0.85, host_bytes=64 * GIB)
+    assert roomy.sleep_mode and "this machine has 64 GiB" in roomy.swap_lines()[1]
