@@ -104,10 +104,19 @@ def install() -> None:
 
 
 def _engine(config: Any) -> dict[str, Any]:
+    import os
+
     from vllm.engine.arg_utils import AsyncEngineArgs
 
     kwargs = {**config.engine_kwargs(), "skip_tokenizer_init": True}
-    built = AsyncEngineArgs(**kwargs).create_engine_config()
+    before = dict(os.environ)
+    os.environ.update(config.env_values())  # VLLM_BATCH_INVARIANT for exact mode, as the engine has it
+    try:
+        built = AsyncEngineArgs(**kwargs).create_engine_config()
+        layers = _layer_backends(built)
+    finally:
+        os.environ.clear()
+        os.environ.update(before)
     spec = built.speculative_config
     attention = built.attention_config
     return {
@@ -124,7 +133,37 @@ def _engine(config: Any) -> dict[str, Any]:
         "async_scheduling": built.scheduler_config.async_scheduling,
         "device": str(built.device_config.device),
         "drafter_sliding_backend": _drafter_sliding_backend(built),
+        "layers": layers,
     }
+
+
+def _layer_backends(built: Any) -> dict[str, dict[str, Any]]:
+    """What vLLM's attention selector gives each of Gemma 4's layer kinds on this card (sliding:
+    head_dim 256; full: 512), with whether that backend is batch-invariant and, for FlashAttention,
+    the version it would run (``get_flash_attn_version``: FA2 under batch invariance)."""
+    import torch
+    from vllm.config import set_current_vllm_config
+    from vllm.v1.attention.selector import get_attn_backend
+
+    out: dict[str, dict[str, Any]] = {}
+    with set_current_vllm_config(built):
+        for kind, head, sliding in (("sliding", 256, True), ("full", 512, False)):
+            try:
+                backend = get_attn_backend(head, torch.bfloat16, "auto", has_sliding_window=sliding)
+            except Exception as error:  # no backend at all: a finding
+                out[kind] = {"error": f"{type(error).__name__}: {error}"}
+                continue
+            entry: dict[str, Any] = {
+                "backend": backend.get_name(),
+                "batch_invariant": backend.supports_batch_invariance(),
+                "head_size_ok": backend.supports_head_size(head),
+            }
+            if backend.get_name().startswith("FLASH_ATTN"):
+                from vllm.v1.attention.backends.fa_utils import get_flash_attn_version
+
+                entry["fa_version"] = get_flash_attn_version(head_size=head)
+            out[kind] = entry
+    return out
 
 
 def _drafter_sliding_backend(built: Any) -> str | None:

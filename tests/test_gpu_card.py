@@ -1,7 +1,8 @@
 """What a card gives (issue 43): the context window from what the memory plan leaves each path for
 KV, up to the model's maximum — not from the host's RAM (item 3); swap that says what stays on the
 card and in host memory, and stops engines where the host cannot hold a sleeping one (item 4); a
-12 GB card offered a tight run with the risk said (item 7). E2B-shaped folder, described cards;
+12 GB card offered a tight run with the risk said (item 7); a speculation choice kept per card and
+per mode (item 1). E2B-shaped folder, described cards;
 vLLM's own config classes accept the arguments in ``tests/test_gpu_plan.py``'s faked platform."""
 
 from __future__ import annotations
@@ -125,3 +126,27 @@ def test_a_host_that_cannot_hold_a_sleeping_engine_swaps_by_stopping(e2b: Path) 
     assert "nothing of it stays on the card" in small.swap_lines()[0]
     roomy = plan_memory(plan.gpu, plan.footprints, 0.85, host_bytes=64 * GIB)
     assert roomy.sleep_mode and "this machine has 64 GiB" in roomy.swap_lines()[1]
+
+
+def test_a_gpu_speculation_choice_is_kept_per_card(e2b: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import vllm.platforms
+
+    from backend.engine.speculation.choice import choice_key
+
+    source, settings = resolve(str(e2b)), EngineSettings()
+
+    class Card:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def get_device_name(self) -> str:
+            return self.name
+
+    monkeypatch.setattr(vllm.platforms, "_current_platform", Card("NVIDIA L4"))
+    l4 = choice_key(source, settings, gpu=True)
+    monkeypatch.setattr(vllm.platforms, "_current_platform", Card("NVIDIA H100"))
+    h100 = choice_key(source, settings, gpu=True)
+    assert h100 != l4
+    assert choice_key(source, EngineSettings(exact=True), gpu=True) != h100, (
+        "kept per mode (issue 43, item 1)"
+    )

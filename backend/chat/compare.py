@@ -110,7 +110,10 @@ def kernel_mode(baseline: EngineInfo, optimized: EngineInfo) -> str:
         return ""
     if all(info.environment.get("VLLM_BATCH_INVARIANT") == "1" for info in (baseline, optimized)):
         return "exact mode (batch-invariant kernels on both paths)"
-    return "fast mode (exact = false: bfloat16 tokens may differ on a GPU)"
+    return (
+        "fast mode (a verifying step runs other kernels than a plain one, so bfloat16 tokens may differ "
+        "on a GPU; exact = true in [engine] makes them identical, slower)"
+    )
 
 
 @dataclass(frozen=True)

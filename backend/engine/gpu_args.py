@@ -39,6 +39,23 @@ def gpu_env(settings: EngineSettings) -> dict[str, Argument]:
     }
 
 
+EXACT_ATTENTION: dict[str, object] = {"backend": "TRITON_ATTN"}
+"""Exact mode's attention on every card: Triton has batch-invariant kernels for Gemma 4's head_dim
+256 and 512. Left to vLLM, Hopper and Blackwell get FlashAttention, which falls back to FA2 under
+batch invariance (``fa_utils.get_flash_attn_version``) — and FA2 has no 512-dim kernel."""
+
+
+def exact_attention(settings: EngineSettings) -> Argument | None:
+    """The ``attention_config`` exact mode needs (None when ``exact`` is off)."""
+    if not settings.exact:
+        return None
+    return Argument(
+        dict(EXACT_ATTENTION),
+        "exact = true: Triton attention on every layer (batch-invariant kernels for head_dim 256 and "
+        "512; FlashAttention would fall back to FA2 under batch invariance, which has no 512-dim kernel)",
+    )
+
+
 def expected_attention(capability: tuple[int, int], fa4_available: bool | None = None) -> str:
     """What vLLM 0.32 runs Gemma 4's attention on for a card (its ``Gemma4Config`` rule): head_dim
     512 rules out FlashAttention 2/3, so FlashAttention 4 where its wheel supports the card (Hopper,

@@ -22,7 +22,7 @@ from backend.engine.argument import Argument
 from backend.engine.compile_cache import with_graph_key
 from backend.engine.cpu_env import optimized_cpu_env, speculating_cpu_env
 from backend.engine.gpu import GpuRefused
-from backend.engine.gpu_args import gpu_arguments, gpu_env
+from backend.engine.gpu_args import exact_attention, gpu_arguments, gpu_env
 from backend.engine.gpu_window import card_window, model_max_len
 from backend.engine.kv_size import cpu_kv_cache
 from backend.engine.memory_plan import MemoryPlan
@@ -257,12 +257,16 @@ def engine_config(
         )
     if profile.enforce_eager:
         args["enforce_eager"] = Argument(True, "no torch.compile (diagnosis profile)")
+    exact = exact_attention(settings) if gpu else None
+    if exact is not None:
+        args["attention_config"] = exact
     notes: tuple[str, ...] = ()
     if profile == EngineProfile.optimized():
         speculative, notes, measured, drafts = _optimized_speculation(source, settings, gpu)
         if gpu and measured is not None and (attention := measured.attention_config()):
+            base = dict(exact.value) if exact is not None else {}
             args["attention_config"] = Argument(
-                attention,
+                {**base, **attention},
                 f"measured here with this speculation: {measured.attention_speedup:.2f}x over vLLM's own "
                 "attention, the same greedy tokens (profiles --measure)",
             )
