@@ -1,7 +1,9 @@
 """``profiles --measure`` survives a candidate that fails (issue 43, item 5): the failure is said and
 skipped, the others are measured and chosen from, and the speculation result is kept before the
-attention candidates run. The candidates' engines are stand-ins (the real engine's probe is tested
-in ``test_speculation.py``); the candidates, the rule and the stored file are the app's own."""
+attention candidates run. On a GPU in fast mode a candidate whose tokens differ is checked again in
+exact mode, and kept eligible where batch-invariant kernels remove the difference (item 1). The
+candidates' engines are stand-ins (the real engine's probe is tested in ``test_speculation.py``); the
+candidates, the rule and the stored file are the app's own."""
 
 from __future__ import annotations
 
@@ -26,8 +28,13 @@ class StandIn:
         return None
 
 
-def _stand_ins(monkeypatch: pytest.MonkeyPatch, failing: set[tuple[str, int, str]]) -> list[str]:
-    """Engines that start and answer with ``RATES`` unless (method, drafts, attention) is failing."""
+def _stand_ins(
+    monkeypatch: pytest.MonkeyPatch,
+    failing: set[tuple[str, int, str]],
+    differing: dict[tuple[str, int], str] | None = None,
+) -> list[str]:
+    """Engines that start and answer with ``RATES`` unless (method, drafts, attention) is failing;
+    ``differing`` gives candidates other tokens: in ``"fast"`` mode only, or ``"always"``."""
     started: list[str] = []
 
     async def start(candidate: Any, log_dir: Path, warm_up: Any) -> StandIn:
@@ -38,7 +45,10 @@ def _stand_ins(monkeypatch: pytest.MonkeyPatch, failing: set[tuple[str, int, str
         return candidate.engine
 
     async def decode(candidate: Any, engine: Any, request: Any, round_: int) -> None:
-        candidate.outputs[request.request_id] = (1, 2, 3)
+        exact = "VLLM_BATCH_INVARIANT" in candidate.config.env
+        how = (differing or {}).get((candidate.method, candidate.drafts))
+        differs = how == "always" or (how == "fast" and not exact)
+        candidate.outputs[request.request_id] = (1, 2, 4) if differs else (1, 2, 3)
         faster = 1.2 if candidate.attention else 1.0
         rate = RATES[(candidate.method, candidate.drafts)] * faster
         candidate.rates.setdefault(request.request_id, []).append(rate)
@@ -102,3 +112,25 @@ async def test_without_a_reference_nothing_is_decided(
         await probe.measure_speculation(
             source, SETTINGS, gemma_home, lambda _: None, drafts=(1,), attention=[]
         )
+
+
+async def test_on_a_gpu_a_difference_that_batch_invariance_removes_keeps_a_candidate(
+    source: ModelSource, gemma_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started = _stand_ins(monkeypatch, set(), {("mtp", 2): "fast", ("mtp", 3): "always"})
+    monkeypatch.setattr(probe, "on_gpu", lambda: True)
+    monkeypatch.setattr(probe, "plan_for", lambda source, settings: None)  # the CPU's configs stand in
+    said: list[str] = []
+    kwargs: dict[str, Any] = {"drafts": (1, 2, 3), "prompts": 3, "rounds": 1, "attention": []}
+    choice = await probe.measure_speculation(source, SETTINGS, gemma_home, said.append, **kwargs)
+    assert any("parity in exact mode: mtp@2, mtp@3 and no speculation" in line for line in said), said
+    assert started.count("none") == 2, "the reference ran again in exact mode"
+    assert (choice.method, choice.drafts) == ("mtp", 2), "fastest, and its tokens agree in exact mode"
+    runs = {run.label(): run for run in choice.runs}
+    assert runs["mtp@2"].kernel_only == (0, 1, 2) and not runs["mtp@2"].diverged
+    assert "fast mode only" in runs["mtp@2"].describe()
+    assert runs["mtp@3"].diverged == (0, 1, 2), "still different under batch invariance: out"
+    monkeypatch.setattr(probe, "on_gpu", lambda: False)
+    again = _stand_ins(monkeypatch, set(), {("mtp", 2): "fast"})
+    cpu = await probe.measure_speculation(source, SETTINGS, gemma_home, said.append, **kwargs)
+    assert (cpu.method, cpu.drafts) == ("mtp", 3) and again.count("none") == 1, "off a GPU: no recheck"

@@ -68,6 +68,9 @@ class ProbeRun:
     diverged: tuple[int, ...] = ()
     """The probe prompts whose greedy tokens differ from no speculation's on vLLM's attention:
     a candidate with any may not be chosen (the optimized path promises the baseline's tokens)."""
+    kernel_only: tuple[int, ...] = ()
+    """On a GPU in fast mode: prompts whose tokens differed, but agreed when both ran vLLM's
+    batch-invariant kernels — the kernels' difference, not the speculation's: still eligible."""
 
     @property
     def decode_tokens_per_s(self) -> float:
@@ -98,6 +101,11 @@ class ProbeRun:
             if self.diverged
             else ""
         )
+        if self.kernel_only:
+            differs += (
+                f", tokens differ on {len(self.kernel_only)} prompts in fast mode only "
+                "(identical under batch-invariant kernels)"
+            )
         if self.method == "none":
             return f"{self.label()} {self.decode_tokens_per_s:.0f} tok/s{step}{differs}"
         rates = "/".join(f"{rate:.0%}" for rate in self.position_acceptance())
@@ -194,6 +202,7 @@ class SpeculationChoice:
                     "rates": tuple(run["rates"]),
                     "histogram": tuple(run["histogram"]),
                     "diverged": tuple(run.get("diverged", ())),
+                    "kernel_only": tuple(run.get("kernel_only", ())),
                 }
             )
             for run in doc["runs"]

@@ -26,7 +26,7 @@ from typing import TypeVar
 
 from backend.config.settings import EngineSettings
 from backend.engine.gpu import detect_gpu
-from backend.engine.gpu_args import attention_candidates
+from backend.engine.gpu_args import attention_candidates, exact_attention, gpu_env
 from backend.engine.model_source import ModelSource
 from backend.engine.placement import plan_for
 from backend.engine.platform import on_gpu, process_tree_rss, room_for_another
@@ -95,6 +95,8 @@ class _Candidate:
     """Tokens the decode steps yielded: every generated token but the first (prefill's)."""
     failed: str = ""
     """Why its engine could not start or answer ("": measured); a failed candidate is skipped."""
+    exact_agrees: bool = False
+    """Its tokens differed from the reference's in fast mode but agreed in exact mode (GPU)."""
 
     @property
     def label(self) -> str:
@@ -107,6 +109,7 @@ class _Candidate:
         diverged = tuple(
             i for i, rid in enumerate(reference.outputs) if self.outputs.get(rid) != reference.outputs[rid]
         )
+        kernel_only, diverged = (diverged, ()) if self.exact_agrees else ((), diverged)
         return ProbeRun(
             self.method,
             self.drafts,
@@ -117,6 +120,7 @@ class _Candidate:
             step_ms,
             self.attention,
             diverged,
+            kernel_only,
         )
 
 
@@ -171,6 +175,8 @@ async def measure_speculation(
             f"The speculation probe could not measure the engine without speculation: {reference.failed}",
             f"See {log_dir / PROBE_LOG}.",
         )
+    if on_gpu() and not settings.exact:
+        await _recheck_in_exact_mode(candidates, requests, settings, log_dir, say)
     runs = [c.run(reference) for c in candidates if not c.failed]
     choice = choose(runs[0], runs[1:])
     key = choice_key(source, settings, on_gpu())
@@ -188,6 +194,51 @@ async def measure_speculation(
             if store:
                 store_choice(key, choice)
     return choice
+
+
+async def _recheck_in_exact_mode(
+    candidates: list[_Candidate],
+    requests: list[EngineRequest],
+    settings: EngineSettings,
+    log_dir: Path,
+    say: Callable[[str], None],
+) -> None:
+    """On a GPU in fast mode a verifying step runs other kernels than a plain step, so tokens may
+    differ for that reason alone. Each candidate whose tokens differed runs the prompts again, with
+    the reference, in exact mode (vLLM's batch-invariant kernels, Triton attention): where they
+    then agree, the speculation kept the tokens and the candidate stays eligible (its speed is the
+    fast mode's, as the user runs it); where they still differ, it is out."""
+    reference, diverging = candidates[0], [c for c in candidates[1:] if not c.failed]
+    diverging = [c for c in diverging if c.run(reference).diverged]
+    if not diverging:
+        return
+    exact = settings.model_copy(update={"exact": True})
+    invariant = {**gpu_env(exact)}
+    attention = exact_attention(exact)
+    rechecked = [
+        replace(
+            c,
+            config=replace(
+                c.config,
+                env={**c.config.env, **invariant},
+                args={**c.config.args, **({"attention_config": attention} if attention else {})},
+            ),
+            engine=None,
+            outputs={},
+            rates={},
+            histogram=[],
+            steps=[],
+            tokens=0,
+        )
+        for c in [reference, *diverging]
+    ]
+    say(f"parity in exact mode: {', '.join(c.label for c in diverging)} and no speculation, again")
+    await _measure(rechecked, requests, 1, log_dir, say)
+    if rechecked[0].failed:
+        say("parity in exact mode: no speculation failed there; the fast mode's tokens decide")
+        return
+    for original, again in zip(diverging, rechecked[1:], strict=True):
+        original.exact_agrees = not again.failed and not again.run(rechecked[0]).diverged
 
 
 def probe_attention(source: ModelSource, settings: EngineSettings) -> list[dict[str, object]]:
