@@ -4,7 +4,8 @@ SIGKILLed and had no chance to end it.
 ``watch_parent()`` starts a daemon thread that blocks on a pidfd of the parent (no polling; a
 kernel without pidfd is polled every second). When the parent exits, the thread sends this
 process SIGTERM — vLLM's engine core and workers shut down on it, ending their own children —
-and, if it is still running ``GRACE_S`` later, SIGKILLs its descendants and itself.
+and, if it is still running ``GRACE_S`` later, SIGKILLs its descendants and itself; a shell started
+before the SIGTERM SIGKILLs it then too, should its shutdown have stopped the thread.
 
 It runs in every interpreter gemma-chat starts, through ``backend.compat``'s import hooks (the
 environment's ``.pth`` file): only where ``GEMMA_CHAT_OWNER`` is set (the ``gemma-chat`` process
@@ -66,9 +67,29 @@ def _wait_for_exit(parent: int) -> None:
 
 
 def _parent_gone() -> None:
+    _kill_later(os.getpid(), GRACE_S + 0.5)
     os.kill(os.getpid(), signal.SIGTERM)
     time.sleep(GRACE_S)
     from backend.lifetime.descendants import end_descendants
 
     end_descendants(grace_s=1.0)
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _kill_later(pid: int, after_s: float) -> None:
+    """SIGKILL ``pid`` after ``after_s`` from a shell of its own, which needs nothing of this
+    interpreter: SIGTERM may start the interpreter's shutdown, and a shutdown that hangs (joining a
+    thread or a child, an exit handler) stops this daemon thread for good — its own SIGKILL below
+    would never come (an engine core was seen alive 30 s after its parent was SIGKILLed, under
+    load). The shell ends at once if the process is gone by then (its descendants watch it)."""
+    import contextlib
+    import subprocess
+
+    with contextlib.suppress(OSError):  # no shell: the thread's own SIGKILL remains
+        subprocess.Popen(
+            ["/bin/sh", "-c", f"sleep {after_s:g}; kill -0 {pid} 2>/dev/null && kill -9 {pid}"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
