@@ -5,6 +5,7 @@ tokenizer, and with ``--server`` a ``--model`` that is no folder, are named (ite
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from pathlib import Path
@@ -21,6 +22,8 @@ FLOODS = "{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}"
 RECURSES = "{% macro r(n) %}{{ r(n + 1) }}{% endmacro %}{{ r(0) }}"
 RAISES = "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}"
 BROKEN = "{% for message in messages %}{{ message['content'] }"
+TOO_WIDE = "{% for i in range(100000000) %}x{% endfor %}"
+"""Jinja's sandbox refuses the range itself (OverflowError): that was an internal error."""
 
 
 def _folder(tmp_path: Path, template: str | None) -> Path:
@@ -46,8 +49,10 @@ def _render(folder: Path) -> str:
         (RAISES, "Conversation roles must alternate"),
         (BROKEN, "does not compile"),
         ("  \n", "is empty"),
+        (TOO_WIDE, "failed while rendering: OverflowError: Range too big"),
+        ("{{ messages + 1 }}", "failed while rendering: TypeError"),
     ],
-    ids=["loops", "floods", "recurses", "raises", "broken", "empty"],
+    ids=["loops", "floods", "recurses", "raises", "broken", "empty", "too-wide", "type-error"],
 )
 def test_a_bad_template_is_a_message_naming_the_folder(tmp_path: Path, template: str, said: str) -> None:
     folder = _folder(tmp_path, template)
@@ -99,3 +104,24 @@ def test_with_a_server_a_model_that_is_no_folder_is_named(tmp_path: Path, kind: 
     assert engine.tokenizer_dir is None and str(model) in engine.model_problem
     assert said[kind] in engine.model_problem
     assert remote_engine(Settings(), "http://127.0.0.1:9", "optimized").model_problem == ""
+
+
+def test_ask_names_a_bad_template_before_any_engine_starts(tmp_path: Path) -> None:
+    """The template is rendered before the engine starts: a broken one is refused in seconds
+    (it took 88 s of engine start and first-start measuring, then an internal error)."""
+    import subprocess
+    import sys
+
+    folder = _folder(tmp_path, TOO_WIDE)
+    began = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "app.cli", "ask", "--model", str(folder), "hi"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "GEMMA_CHAT_HOME": str(tmp_path / "home")},
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert f"The chat template of {folder} failed while rendering" in done.stderr
+    assert "measuring speculation" not in done.stderr, "no engine started"
+    assert "Internal error" not in done.stderr and time.monotonic() - began < 60

@@ -132,6 +132,11 @@ async def _ask(
     """Start the engines, run the turn (compare: on both), print it; the exit code."""
     mark = clock.mark if clock is not None else (lambda _stage: None)
     try:
+        first = next(iter(engines.values()))
+        if isinstance(first, VllmEngine):  # the model folder's template, before minutes of engine start
+            await asyncio.to_thread(
+                first.render, pipeline.source.messages(), [], think=pipeline.options.think
+            )
         targets = []
         for name, engine in engines.items():
             out.progress(f"starting the {name} engine on {model}…")

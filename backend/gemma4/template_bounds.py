@@ -146,3 +146,7 @@ def render(folder: str, template: str | dict[str, str] | None, apply: Callable[[
         raise TemplateFailed(
             f"{where} was stopped: {type(error).__name__} while rendering.", "Replace chat_template.jinja."
         ) from None
+    except Exception as error:  # the template's own code failed (the sandbox's range bound, a type)
+        raise TemplateFailed(
+            f"{where} failed while rendering: {type(error).__name__}: {error}", "Replace chat_template.jinja."
+        ) from None
