@@ -38,6 +38,20 @@ def _windows(model: Path, gib: float, capability: tuple[int, int] = (8, 9), **se
     return [engine_config(path, source, chosen, 1, plan).args["max_model_len"] for path in PATHS]
 
 
+def _profiles(model: Path, home: Path, *card: str) -> str:
+    """``gemma-chat profiles --model MODEL CARD...`` in a fresh home: its output (status 0)."""
+    shown = subprocess.run(
+        [sys.executable, "-m", "app.cli", "profiles", "--model", str(model), *card],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "GEMMA_CHAT_HOME": str(home), "HOME": str(home)},
+        timeout=120,
+    )
+    assert shown.returncode == 0, shown.stderr
+    return shown.stdout
+
+
 def test_a_large_card_gives_the_models_whole_window_whatever_the_host_has(
     e2b: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -65,19 +79,10 @@ def test_the_setting_still_wins(e2b: Path) -> None:
 
 
 def test_profiles_prints_the_window_with_its_arithmetic(e2b: Path, tmp_path: Path) -> None:
-    card = ["--gpu-memory", "80", "--gpu-capability", "9.0"]
-    shown = subprocess.run(
-        [sys.executable, "-m", "app.cli", "profiles", "--model", str(e2b), *card],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env={"PATH": "/usr/bin:/bin", "GEMMA_CHAT_HOME": str(tmp_path), "HOME": str(tmp_path)},
-        timeout=120,
-    )
-    assert shown.returncode == 0, shown.stderr
-    assert shown.stdout.count("max_model_len = 131072") == 3, "baseline, optimized, eager"
-    assert "context window from the card, the model's maximum (131072): the " in shown.stdout
-    assert "GiB for KV; 3 requests of 131072 tokens need 2.27 GiB" in shown.stdout
+    out = _profiles(e2b, tmp_path, "--gpu-memory", "80", "--gpu-capability", "9.0")
+    assert out.count("max_model_len = 131072") == 3, "baseline, optimized, eager"
+    assert "context window from the card, the model's maximum (131072): the " in out
+    assert "GiB for KV; 3 requests of 131072 tokens need 2.27 GiB" in out
 
 
 def test_a_12_gb_card_is_offered_a_tight_run_and_takes_it_when_asked(e2b: Path) -> None:
@@ -98,16 +103,7 @@ def test_a_12_gb_card_is_offered_a_tight_run_and_takes_it_when_asked(e2b: Path) 
 
 
 def test_a_swap_plan_shows_the_cards_residue_and_the_hosts_weights(e2b: Path, tmp_path: Path) -> None:
-    shown = subprocess.run(
-        [sys.executable, "-m", "app.cli", "profiles", "--model", str(e2b), "--gpu-memory", "16"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env={"PATH": "/usr/bin:/bin", "GEMMA_CHAT_HOME": str(tmp_path), "HOME": str(tmp_path)},
-        timeout=120,
-    )
-    assert shown.returncode == 0, shown.stderr
-    out = shown.stdout
+    out = _profiles(e2b, tmp_path, "--gpu-memory", "16")
     assert "the sleeping engine keeps about 1.0 GiB (its CUDA context ~0.5" in out
     assert "the app's own process opens no CUDA context" in out
     assert "a sleeping engine holds 9.7 GiB of weights there" in out and "needs at least 16 GiB" in out

@@ -66,8 +66,7 @@ class MemoryPlan:
 
     @property
     def slept_bytes(self) -> int:
-        """What a sleeping engine holds in host memory: its weights and its drafter's."""
-        return max(f.weights.bytes + (f.drafter.bytes if f.drafter else 0) for f in self.footprints.values())
+        return slept_bytes(self.footprints)
 
     def swap_lines(self) -> list[str]:
         """What swapping by sleep mode leaves where: the card's residue, the host's weights."""
@@ -173,7 +172,7 @@ def plan_memory(
             shares = {name: budget / len(footprints) / gpu.total_bytes for name in footprints}
     else:
         share = budget / gpu.total_bytes
-        slept = max(f.weights.bytes + (f.drafter.bytes if f.drafter else 0) for f in footprints.values())
+        slept = slept_bytes(footprints)
         if (
             sleep_available
             and not tight
@@ -204,6 +203,11 @@ def plan_memory(
         tight,
         host_bytes,
     )
+
+
+def slept_bytes(footprints: dict[str, Footprint]) -> int:
+    """What a sleeping engine holds in host memory: its weights and its drafter's (the larger path)."""
+    return max(f.weights.bytes + (f.drafter.bytes if f.drafter else 0) for f in footprints.values())
 
 
 def tight_need(footprint: Footprint) -> int:
