@@ -46,8 +46,9 @@ def _add_model_flags(parser: argparse.ArgumentParser, top_level: bool = False) -
         "--speculation",
         default=unset,
         choices=("auto", "mtp", "ngram", "none"),
-        help="optimized path's speculative decoding (default auto: as measured by `profiles --measure`; "
-        "unmeasured, MTP on a GPU and none on a CPU)",
+        help="optimized path's speculative decoding (default auto: on a CPU, what the optimized path's "
+        "first start here measured, or `profiles --measure`; on a GPU, MTP unless `profiles --measure` "
+        "found otherwise)",
     )
     group.add_argument(
         "--draft-tokens", type=int, default=unset, help="draft tokens per step for --speculation mtp/ngram"

@@ -50,9 +50,10 @@ class EngineSettings(Strict):
     seed: int = Field(default=0, ge=0, lt=2**63)
     """Engine seed, so greedy and seeded runs repeat."""
     speculation: Literal["auto", "mtp", "ngram", "none"] = "auto"
-    """Optimized path's speculative decoding. auto: what `gemma-chat profiles --measure` found
-    fastest for the model here; unmeasured, the MTP drafter on a GPU and none on a CPU (where a
-    verifying step costs about three plain ones). mtp/ngram/none force a method."""
+    """Optimized path's speculative decoding. auto: on a CPU, what the optimized engine's first
+    start measured for the model here (0 to 4 drafts of its MTP drafter, else ngram; none where no
+    count paid), or what `gemma-chat profiles --measure` found; on a GPU, the MTP drafter unless
+    `profiles --measure` found otherwise. mtp/ngram/none force a method."""
     draft_tokens: int = Field(default=2, ge=1, le=8)
     """Draft tokens per step when ``speculation`` forces mtp or ngram (and unmeasured on a GPU)."""
     cpu_all_cores: bool = False

@@ -54,13 +54,20 @@ def card_window(model: Path, dtype: str, plan: MemoryPlan) -> CardWindow:
     return min((_path_window(model, dtype, plan, name) for name in plan.footprints), key=lambda w: w.tokens)
 
 
+def kv_room(plan: MemoryPlan, profile: str) -> int:
+    """Bytes of ``profile``'s share left for its KV cache: the share less weights, drafter and
+    runtime (negative where they do not fit)."""
+    footprint = plan.footprints[profile]
+    fixed = footprint.weights.bytes + footprint.runtime.bytes
+    fixed += footprint.drafter.bytes if footprint.drafter is not None else 0
+    return int(plan.share(profile) * plan.gpu.total_bytes) - fixed
+
+
 def _path_window(model: Path, dtype: str, plan: MemoryPlan, profile: str) -> CardWindow:
     footprint = plan.footprints[profile]
     share, total_bytes = plan.share(profile), plan.gpu.total_bytes
     most = model_max_len(model)
-    fixed = footprint.weights.bytes + footprint.runtime.bytes
-    fixed += footprint.drafter.bytes if footprint.drafter is not None else 0
-    room = int(share * total_bytes) - fixed
+    room = kv_room(plan, profile)
 
     def fits(tokens: int) -> bool:
         return PAGE_MARGIN * kv_bytes_per_request(model, tokens, dtype).bytes <= room

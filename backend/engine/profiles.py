@@ -23,6 +23,7 @@ from backend.engine.compile_cache import with_graph_key
 from backend.engine.cpu_env import optimized_cpu_env, speculating_cpu_env
 from backend.engine.gpu import GpuRefused
 from backend.engine.gpu_args import exact_attention, gpu_arguments, gpu_env
+from backend.engine.gpu_batch import BATCHED_TOKENS, batch_limits, draft_schedule, draft_schedule_why
 from backend.engine.gpu_window import card_window, model_max_len
 from backend.engine.kv_size import cpu_kv_cache
 from backend.engine.memory_plan import MemoryPlan
@@ -245,6 +246,14 @@ def engine_config(
     if plan is not None:
         args.update(gpu_arguments(plan, profile.name))
         env.update(gpu_env(settings))
+        if profile.name == "optimized":
+            limits = batch_limits(source.path, settings.dtype, plan, profile.name)
+            args["max_num_seqs"] = Argument(limits.max_num_seqs, limits.why)
+            args["max_num_batched_tokens"] = Argument(
+                BATCHED_TOKENS,
+                "tokens a step schedules: a burst of new requests prefills in fewer steps beside the "
+                "decoding ones (vLLM's default is 2048; an estimate, not measured on a card)",
+            )
     elif gpu:
         share = settings.gpu_memory_utilization / engines_sharing_gpu
         args["gpu_memory_utilization"] = Argument(
@@ -276,6 +285,13 @@ def engine_config(
         drafts = None
     if speculative is not None:
         spec, why = speculative
+        if plan is not None and profile.name == "optimized":
+            seqs = int(args["max_num_seqs"].value)
+            spec = {
+                **spec,
+                "num_speculative_tokens_per_batch_size": draft_schedule(spec["num_speculative_tokens"], seqs),
+            }
+            why += draft_schedule_why(int(spec["num_speculative_tokens"]))
         if not gpu:
             schedule = _cpu_speculation_schedule(spec, drafts is not None)
             spec = {**spec, "num_speculative_tokens_per_batch_size": schedule}

@@ -1,0 +1,83 @@
+"""The optimized path's batch limits and draft schedule on a (described) GPU: sized from the
+memory plan, read back through vLLM's own schedule expansion."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from backend.config.settings import EngineSettings
+from backend.engine.footprint import kv_bytes_per_request
+from backend.engine.gpu import described_gpu
+from backend.engine.gpu_batch import (
+    BATCHED_TOKENS,
+    FULL_DRAFTS_UP_TO,
+    MOST_SEQS,
+    ONE_DRAFT_UP_TO,
+    TYPICAL_TOKENS,
+    draft_schedule,
+)
+from backend.engine.gpu_window import PAGE_MARGIN, kv_room
+from backend.engine.model_source import resolve
+from backend.engine.placement import plan_for
+from backend.engine.profiles import EngineProfile, engine_config
+from tests.e2b_folder import make_e2b_folder
+from tests.test_gpu_card import _profiles
+
+
+@pytest.fixture(scope="module")
+def e2b(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_e2b_folder(tmp_path_factory.mktemp("models"))
+
+
+def _args(model: Path, gib: float, capability: tuple[int, int] = (8, 9)) -> tuple[dict, dict, int]:  # type: ignore[type-arg]
+    source, settings = resolve(str(model)), EngineSettings()
+    plan = plan_for(source, settings, described_gpu(gib, capability))
+    baseline = engine_config(EngineProfile.baseline(), source, settings, 1, plan).args
+    optimized = engine_config(EngineProfile.optimized(), source, settings, 1, plan).args
+    return baseline, optimized, kv_room(plan, "optimized")
+
+
+def test_a_large_card_batches_the_most_and_the_baseline_stays_stock(e2b: Path) -> None:
+    baseline, optimized, _ = _args(e2b, 80, (9, 0))
+    assert "max_num_seqs" not in baseline and "max_num_batched_tokens" not in baseline
+    assert optimized["max_num_seqs"].value == MOST_SEQS
+    assert optimized["max_num_batched_tokens"].value == BATCHED_TOKENS
+    assert "vLLM's default is 128" in optimized["max_num_seqs"].reason
+
+
+def test_a_small_card_batches_what_its_kv_room_holds(e2b: Path) -> None:
+    _, optimized, room = _args(e2b, 16)
+    each = PAGE_MARGIN * kv_bytes_per_request(e2b, TYPICAL_TOKENS).bytes
+    seqs = optimized["max_num_seqs"].value
+    assert seqs == room // each < MOST_SEQS, optimized["max_num_seqs"].reason
+    assert f"holds {seqs} requests of {TYPICAL_TOKENS} tokens" in optimized["max_num_seqs"].reason
+
+
+@pytest.mark.parametrize("gib", [80, 24, 16])
+def test_drafts_fall_as_requests_rise_as_vllm_reads_the_schedule(e2b: Path, gib: float) -> None:
+    from vllm.v1.spec_decode.dynamic.utils import build_dynamic_sd_schedule_lookup
+
+    _, optimized, _ = _args(e2b, gib)
+    spec, seqs = optimized["speculative_config"].value, optimized["max_num_seqs"].value
+    drafts = spec["num_speculative_tokens"]
+    lookup = build_dynamic_sd_schedule_lookup(spec["num_speculative_tokens_per_batch_size"], seqs, drafts)
+    assert len(lookup) == seqs + 1
+    for running in range(1, seqs + 1):
+        expected = drafts if running <= FULL_DRAFTS_UP_TO else (1 if running <= ONE_DRAFT_UP_TO else 0)
+        assert lookup[running] == expected, (running, lookup)
+    assert "thresholds estimated" in optimized["speculative_config"].reason
+
+
+def test_the_schedule_ends_where_the_batch_does() -> None:
+    assert draft_schedule(3, 26) == [[1, 16, 3], [17, 26, 1]]
+    assert draft_schedule(1, 10) == [[1, 10, 1]]
+    assert draft_schedule(2, 256)[-1] == [ONE_DRAFT_UP_TO + 1, 256, 0]
+
+
+def test_profiles_prints_the_batch_limits_with_their_arithmetic(e2b: Path, tmp_path: Path) -> None:
+    shown = _profiles(e2b, tmp_path, "--gpu-memory", "16")
+    assert "max_num_seqs = " in shown and "GiB of KV room holds" in shown, shown
+    assert f"max_num_batched_tokens = {BATCHED_TOKENS}" in shown, shown
+    assert "num_speculative_tokens_per_batch_size" in shown, shown
