@@ -209,7 +209,11 @@ def build_parser() -> argparse.ArgumentParser:
         "speed-up speculation would imply, as a prediction (on with --dummy-weights)",
     )
     bench.add_argument(
-        "--requests", type=_positive, help="throughput: requests at once (default: 8 on CPU, 64 on a GPU)"
+        "--requests",
+        type=_positive,
+        action="append",
+        help="throughput: requests at once; repeated, a row for each (default: 8 on a CPU; on a GPU 1, 8, "
+        "64 and 256, up to what the memory plan batches)",
     )
     bench.add_argument("--max-tokens", type=_positive, default=32, help="tokens per request (default 32)")
     bench.add_argument(

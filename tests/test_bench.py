@@ -13,7 +13,7 @@ import pytest
 
 from backend.bench import session
 from backend.bench.model_costs import model_costs
-from backend.bench.options import BenchOptions
+from backend.bench.options import BenchOptions, capped, with_levels
 from backend.bench.peer import PeerRun
 from backend.bench.report import BenchReport, PathRun, _parity
 from backend.bench.roofs import Roofs
@@ -269,3 +269,39 @@ def test_bench_step_costs_alone_on_the_real_engine(gemma_home: Path, tmp_path: P
     medians = costs["median_step_ms_by_rows"]
     assert set(medians) == {"1", "2", "3", "4", "5"} and all(v > 0 for v in medians.values())
     assert all(n >= 4 for n in costs["decode_steps_by_rows"].values())
+
+
+def test_several_levels_make_a_concurrency_table_and_one_keeps_throughput() -> None:
+    assert with_levels(("throughput", "single"), (64, 1, 8)) == (
+        "throughput@1",
+        "throughput@8",
+        "throughput@64",
+        "single",
+    )
+    assert with_levels(("throughput", "chat"), (8,)) == ("throughput", "chat")
+    assert with_levels(("single",), (1, 8)) == ("single",)
+    kept, dropped = capped(("throughput@8", "throughput@64", "throughput@256", "chat"), 155)
+    assert kept == ("throughput@8", "throughput@64", "chat") and dropped == (256,)
+
+
+async def test_the_concurrency_table_on_the_real_engines(
+    path_engines: tuple[VllmEngine, VllmEngine], tiny_source: ModelSource
+) -> None:
+    """Each level's requests at once, on both paths, a row and a parity each (the seed's table)."""
+    options = BenchOptions(
+        workloads=with_levels(("throughput",), (1, 3)), requests=1, max_tokens=4, repetitions=1, settle_s=0.05
+    )
+    engines = dict(zip(("baseline", "optimized"), path_engines, strict=True))
+    runs = await run_interleaved(engines, options, load_workloads(), lambda *_: None)
+    paths = {
+        name: PathRun(name, runs[name], e.config.engine_kwargs(), e.config.env_values())
+        for name, e in engines.items()
+    }
+    assert [len(paths["optimized"].workloads[f"throughput@{n}"][0].requests) for n in (1, 3)] == [1, 3]
+    config = json.loads((tiny_source.path / "config.json").read_text())
+    report = BenchReport.build(
+        tiny_source, Settings(), options, ROOFS, model_costs(config, "float32"), paths, PeerRun("float32", 1)
+    )
+    assert [r.metric for r in report.rows] == ["aggregate tok/s (1 at once)", "aggregate tok/s (3 at once)"]
+    assert report.parity["throughput@3"].request_fraction == 1.0
+    assert "| throughput@3 | aggregate tok/s (3 at once) |" in report.to_markdown()

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from app.commands.flags import settings_from_args
-from backend.bench.options import BENCH_LOG, WORKLOAD_NAMES, BenchOptions, default_requests
+from backend.bench.options import BENCH_LOG, WORKLOAD_NAMES, BenchOptions, default_requests, with_levels
 from backend.bench.session import run_bench
 from backend.config import paths
 from backend.engine.factory import resolve_model
@@ -77,9 +77,10 @@ def run_bench_command(args: argparse.Namespace) -> int:
         from app.commands.profiles import measure_with_progress
 
         print(f"speculation: {measure_with_progress(source, settings.engine).describe()}")
+    levels = tuple(args.requests or default_requests())
     options = BenchOptions(
-        workloads=bench_workloads(args),
-        requests=args.requests or default_requests(),
+        workloads=with_levels(bench_workloads(args), levels),
+        requests=levels[0],
         max_tokens=args.max_tokens,
         repetitions=args.repetitions,
         peer=not args.no_peer,

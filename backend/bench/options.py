@@ -40,8 +40,39 @@ class BenchOptions:
     """Added to every path's vLLM arguments (tests use it; ``--dummy-weights`` sets load_format)."""
 
 
-def default_requests() -> int:
-    """Throughput's concurrency, sized for the hardware: a GPU batches far more than two CPU cores."""
+GPU_CONCURRENCY = (1, 8, 64, 256)
+"""The seed's kind of table on a GPU: aggregate throughput at each of these requests at once."""
+LEVEL_MARK = "throughput@"
+
+
+def default_requests() -> tuple[int, ...]:
+    """Throughput's concurrency, sized for the hardware: on a GPU the seed's table (one row per
+    level, capped by the plan's batch limit), on a CPU 8 at once."""
     from backend.engine.platform import on_gpu
 
-    return 64 if on_gpu() else 8
+    return GPU_CONCURRENCY if on_gpu() else (8,)
+
+
+def with_levels(workloads: tuple[str, ...], levels: tuple[int, ...]) -> tuple[str, ...]:
+    """``workloads`` with ``throughput`` run at each of several ``levels`` (``throughput@N`` each);
+    one level keeps the one ``throughput``."""
+    if len(levels) <= 1 or "throughput" not in workloads:
+        return workloads
+    named = tuple(f"{LEVEL_MARK}{n}" for n in sorted(set(levels)))
+    index = workloads.index("throughput")
+    return (*workloads[:index], *named, *workloads[index + 1 :])
+
+
+def level(name: str) -> int | None:
+    """Requests at once of a ``throughput@N`` workload (None for the others)."""
+    return int(name.removeprefix(LEVEL_MARK)) if name.startswith(LEVEL_MARK) else None
+
+
+def is_throughput(name: str) -> bool:
+    return name == "throughput" or level(name) is not None
+
+
+def capped(workloads: tuple[str, ...], most: int) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """``workloads`` without the levels above ``most`` requests at once, and the levels dropped."""
+    dropped = tuple(n for name in workloads if (n := level(name) or 0) > most)
+    return tuple(name for name in workloads if (level(name) or 0) <= most), dropped

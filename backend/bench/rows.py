@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from backend.bench.options import is_throughput
 from backend.bench.spread import Spread, paired_ratios, within_noise
 from backend.bench.workload_runs import RequestResult, WorkloadRun
 
@@ -83,8 +84,8 @@ def rows_for(
     def decode(r: RequestResult) -> float | None:
         return r.metrics.decode_tokens_per_s
 
-    if name == "throughput":
-        pt = peer.throughput.tokens_per_s if peer and peer.throughput else None
+    if is_throughput(name):
+        pt = peer.throughput.tokens_per_s if peer and peer.throughput and name == "throughput" else None
         agg = tuple(run.aggregate_tokens_per_s for run in b), tuple(run.aggregate_tokens_per_s for run in o)
         first = (b or o)[0] if (b or o) else None
         requests = len(first.requests) if first else 0

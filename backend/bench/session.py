@@ -23,7 +23,7 @@ from dataclasses import replace
 from typing import Any
 
 from backend.bench.memory import PeakMemory
-from backend.bench.options import BENCH_LOG, BenchOptions, Progress
+from backend.bench.options import BENCH_LOG, BenchOptions, Progress, capped, is_throughput, level
 from backend.bench.peer import PeerRun
 from backend.bench.report import BenchReport, PathRun
 from backend.bench.workload_runs import BenchPrompt, WorkloadRun, run_chat, run_sequential, run_throughput
@@ -63,8 +63,13 @@ def prompt_sets(workloads: Workloads, options: BenchOptions) -> dict[str, list[B
         return (ChatMessage("user", text),)
 
     throughput = [BenchPrompt(p.id, user(p.text)) for p in workloads.throughput]
-    repeated = [throughput[i % len(throughput)] for i in range(options.requests)]
-    unique = [replace(p, id=f"{p.id}#{i}") for i, p in enumerate(repeated)]
+
+    def distinct(count: int) -> list[BenchPrompt]:
+        """``count`` requests, the prompts repeated in turn, each with its own id."""
+        repeated = [throughput[i % len(throughput)] for i in range(count)]
+        return [replace(p, id=f"{p.id}#{i}") for i, p in enumerate(repeated)]
+
+    unique = distinct(options.requests)
     single = throughput[-options.single_requests :]
     chosen = []
     for kind in dict.fromkeys(m.media.kind for m in workloads.media):
@@ -73,7 +78,11 @@ def prompt_sets(workloads: Workloads, options: BenchOptions) -> dict[str, list[B
         BenchPrompt(m.id, (ChatMessage("user", m.text, media=(m.media.kind,)),), m.multi_modal_data())  # type: ignore[arg-type]
         for m in chosen
     ]
-    return {"throughput": unique, "single": single, "media": media}
+    sets = {"throughput": unique, "single": single, "media": media}
+    for name in options.workloads:
+        if (n := level(name)) is not None:  # the concurrency table: n distinct requests at once
+            sets[name] = distinct(n)
+    return sets
 
 
 Runs = dict[str, dict[str, list[WorkloadRun]]]
@@ -261,7 +270,7 @@ async def _run_workload(
     rep: int,
 ) -> WorkloadRun:
     tag = f"r{rep}-"
-    if name == "throughput":
+    if is_throughput(name):
         return await run_throughput(engine, path, sets[name], options.max_tokens, tick, tag)
     if name == "chat":
         conversations = [
@@ -334,6 +343,7 @@ async def run_bench(
         step_costs = await run_step_costs(source, settings, options, log_dir, progress)
     plan = plan_for(source, settings.engine) if device == "cuda" else None
     configs = path_configs(source, settings, options, plan)
+    options = _within_batch_limits(options, configs, progress)
     urls = {name: url for name in configs if (url := server_for(settings, name))}
     servers = {name: remote_engine(settings, url, name) for name, url in urls.items()}
     same = same_paths(configs, urls)
@@ -367,6 +377,20 @@ async def run_bench(
         remote=bool(servers),
         step_costs=step_costs,
     )
+
+
+def _within_batch_limits(
+    options: BenchOptions, configs: dict[str, EngineConfig], progress: Progress
+) -> BenchOptions:
+    """Levels of the concurrency table above what a path batches at once are dropped (said)."""
+    limits = [int(c.args["max_num_seqs"].value) for c in configs.values() if "max_num_seqs" in c.args]
+    if not limits:
+        return options
+    workloads, dropped = capped(options.workloads, min(limits))
+    if dropped:
+        skipped = ", ".join(map(str, dropped))
+        progress(f"throughput at {skipped} at once skipped: above the plan's batch limit {min(limits)}", 1, 1)
+    return replace(options, workloads=workloads)
 
 
 def same_paths(configs: dict[str, EngineConfig], urls: dict[str, str]) -> bool:
