@@ -81,3 +81,24 @@ def test_profiles_prints_the_batch_limits_with_their_arithmetic(e2b: Path, tmp_p
     assert "max_num_seqs = " in shown and "GiB of KV room holds" in shown, shown
     assert f"max_num_batched_tokens = {BATCHED_TOKENS}" in shown, shown
     assert "num_speculative_tokens_per_batch_size" in shown, shown
+
+
+def test_bench_on_a_gpu_plans_the_seeds_table_within_the_batch_limit(
+    e2b: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from backend.bench import session
+    from backend.bench.options import WORKLOAD_NAMES, BenchOptions, default_requests, with_levels
+
+    monkeypatch.setattr("backend.engine.platform.on_gpu", lambda: True)
+    levels = default_requests()
+    assert levels == (1, 8, 64, 256)
+    source, settings = resolve(str(e2b)), EngineSettings()
+    said: list[str] = []
+    for gib, kept in ((80, (1, 8, 64, 256)), (16, (1, 8))):
+        plan = plan_for(source, settings, described_gpu(gib, (8, 9)))
+        paths = (EngineProfile.baseline(), EngineProfile.optimized())
+        configs = {p.name: engine_config(p, source, settings, 1, plan) for p in paths}
+        options = BenchOptions(workloads=with_levels(WORKLOAD_NAMES, levels), requests=levels[0])
+        planned = session._within_batch_limits(options, configs, lambda stage, *_: said.append(stage))
+        assert planned.workloads == (*(f"throughput@{n}" for n in kept), "single", "chat", "media"), gib
+    assert said == ["throughput at 64, 256 at once skipped: above the plan's batch limit 26"]
