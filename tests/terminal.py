@@ -13,6 +13,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import pexpect
 import pyte
@@ -32,6 +33,7 @@ class Terminal:
     def __init__(
         self, argv: Sequence[str], env: dict[str, str], cwd: str, cols: int = 120, rows: int = 40
     ) -> None:
+        self.home = env.get("GEMMA_CHAT_HOME")
         self.screen = pyte.Screen(cols, rows)
         self.stream = pyte.ByteStream(self.screen)
         self.child = pexpect.spawn(
@@ -75,7 +77,19 @@ class Terminal:
                 return text
             if time.monotonic() > deadline or not self.child.isalive():
                 state = "the program exited" if not self.child.isalive() else f"{timeout_s:.0f} s passed"
-                raise AssertionError(f"{state} waiting for {what or condition!r}; the screen:\n{text}")
+                raise AssertionError(
+                    f"{state} waiting for {what or condition!r}; the screen:\n{text}{self._log_tail()}"
+                )
+
+    def _log_tail(self, lines: int = 25) -> str:
+        """The end of the newest engine log of the app's home (where the time went), if any."""
+        if not self.home:
+            return ""
+        logs = sorted(Path(self.home, "cache", "logs").glob("*.log"), key=lambda p: p.stat().st_mtime)
+        if not logs:
+            return ""
+        tail = logs[-1].read_text(errors="replace").splitlines()[-lines:]
+        return f"\n-- the end of {logs[-1]}:\n" + "\n".join(tail)
 
     def type(self, text: str) -> None:
         self.child.send(text)

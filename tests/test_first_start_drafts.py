@@ -180,8 +180,15 @@ def test_a_changed_machine_or_setting_decides_again(
     assert choice_key(tiny_source, exact, gpu=True) != choice_key(tiny_source, settings, gpu=True), (
         "exact mode"
     )
-    monkeypatch.setattr("backend.provenance.cpu_flags", lambda: ["avx2", "avx512f", "avx512_bf16"])
-    assert choice_key(tiny_source, settings, gpu=False) != key, "another CPU class"
+    keys = set()
+    for flags in (
+        ["avx2"],
+        ["avx2", "avx512f", "avx512_bf16"],
+        ["avx2", "avx512f", "avx512_bf16", "amx_bf16"],
+    ):
+        monkeypatch.setattr("backend.provenance.cpu_flags", lambda flags=flags: flags)
+        keys.add(choice_key(tiny_source, settings, gpu=False))
+    assert len(keys) == 3, "each CPU class its own (whichever class this machine is)"
     monkeypatch.undo()
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     assert choice_key(tiny_source, settings, gpu=False) != key, "the engine's threads"
