@@ -284,6 +284,7 @@ def test_several_levels_make_a_concurrency_table_and_one_keeps_throughput() -> N
     assert kept == ("throughput@8", "throughput@64", "chat") and dropped == (256,)
 
 
+@pytest.mark.engine
 async def test_the_concurrency_table_on_the_real_engines(
     path_engines: tuple[VllmEngine, VllmEngine], tiny_source: ModelSource
 ) -> None:

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from backend.compat import live_spec_metrics
 from backend.config.settings import EngineSettings
 from backend.engine.model_source import ModelSource
 from backend.engine.parity import compare_tokens, run_parity
@@ -18,6 +19,7 @@ from backend.engine.protocol import (
     EngineRequest,
     Failed,
     Finished,
+    MetricsUpdate,
     SamplingSettings,
     TurnEvent,
 )
@@ -61,6 +63,33 @@ async def test_both_paths_stream_and_the_optimized_one_speculates(
     assert final.metrics.drafted_tokens and final.metrics.drafted_tokens > 0
     assert final.metrics.accepted_tokens is not None and final.metrics.mean_acceptance_length is not None
     assert optimized.stats.drafted_tokens > 0
+
+
+async def test_the_optimized_engine_streams_its_draft_counts_while_it_replies(
+    path_engines: tuple[VllmEngine, VllmEngine],
+) -> None:
+    """The engine's own drafted/accepted counts reach the app with each streamed output (vLLM
+    sends them only with the finished reply), growing as the reply does; the finished reply keeps
+    its per-step record. The baseline streams none."""
+    live: dict[str, list[tuple[int, int]]] = {}
+    finals: dict[str, TurnEvent] = {}
+    for engine in path_engines:
+        name = engine.config.profile.name
+        live[name] = []
+        request = _request(engine, f"live-{name}", "Count: one two three four five six seven eight")
+        async for event in engine.stream(request):
+            if isinstance(event, MetricsUpdate) and event.metrics.drafted_tokens:
+                live[name].append((event.metrics.drafted_tokens, event.metrics.accepted_tokens or 0))
+            finals[name] = event
+    assert live["baseline"] == []
+    counts = live["optimized"]
+    assert len(counts) >= 2, "draft counts arrived before the reply ended"
+    assert all(a <= d for d, a in counts) and counts == sorted(counts), counts
+    final = finals["optimized"]
+    assert isinstance(final, Finished) and final.metrics.drafted_tokens is not None
+    assert final.metrics.drafted_tokens >= counts[-1][0] and final.metrics.draft_steps, "the whole record"
+    optimized = path_engines[1]
+    assert optimized.log_path is not None and live_spec_metrics.IN_USE in optimized.log_path.read_text()
 
 
 async def test_parity_set_is_identical_between_paths_in_float32(

@@ -86,8 +86,13 @@ def test_profiles_prints_the_batch_limits_with_their_arithmetic(e2b: Path, tmp_p
 def test_bench_on_a_gpu_plans_the_seeds_table_within_the_batch_limit(
     e2b: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from backend.bench import session
-    from backend.bench.options import WORKLOAD_NAMES, BenchOptions, default_requests, with_levels
+    from backend.bench.options import (
+        WORKLOAD_NAMES,
+        BenchOptions,
+        default_requests,
+        with_levels,
+        within_batch_limits,
+    )
 
     monkeypatch.setattr("backend.engine.platform.on_gpu", lambda: True)
     levels = default_requests()
@@ -99,6 +104,6 @@ def test_bench_on_a_gpu_plans_the_seeds_table_within_the_batch_limit(
         paths = (EngineProfile.baseline(), EngineProfile.optimized())
         configs = {p.name: engine_config(p, source, settings, 1, plan) for p in paths}
         options = BenchOptions(workloads=with_levels(WORKLOAD_NAMES, levels), requests=levels[0])
-        planned = session._within_batch_limits(options, configs, lambda stage, *_: said.append(stage))
+        planned = within_batch_limits(options, configs, lambda stage, *_: said.append(stage))
         assert planned.workloads == (*(f"throughput@{n}" for n in kept), "single", "chat", "media"), gib
     assert said == ["throughput at 64, 256 at once skipped: above the plan's batch limit 26"]

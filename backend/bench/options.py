@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from backend.engine.profiles import Argument
+
+if TYPE_CHECKING:
+    from backend.engine.profiles import EngineConfig
 
 WORKLOAD_NAMES = ("throughput", "single", "chat", "media")
 BENCH_LOG = "bench-engines.log"
@@ -76,3 +80,17 @@ def capped(workloads: tuple[str, ...], most: int) -> tuple[tuple[str, ...], tupl
     """``workloads`` without the levels above ``most`` requests at once, and the levels dropped."""
     dropped = tuple(n for name in workloads if (n := level(name) or 0) > most)
     return tuple(name for name in workloads if (level(name) or 0) <= most), dropped
+
+
+def within_batch_limits(
+    options: BenchOptions, configs: dict[str, EngineConfig], progress: Progress
+) -> BenchOptions:
+    """Levels of the concurrency table above what a path batches at once are dropped (said)."""
+    limits = [int(c.args["max_num_seqs"].value) for c in configs.values() if "max_num_seqs" in c.args]
+    if not limits:
+        return options
+    workloads, dropped = capped(options.workloads, min(limits))
+    if dropped:
+        skipped = ", ".join(map(str, dropped))
+        progress(f"throughput at {skipped} at once skipped: above the plan's batch limit {min(limits)}", 1, 1)
+    return replace(options, workloads=workloads)

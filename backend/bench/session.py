@@ -23,9 +23,10 @@ from dataclasses import replace
 from typing import Any
 
 from backend.bench.memory import PeakMemory
-from backend.bench.options import BENCH_LOG, BenchOptions, Progress, capped, is_throughput, level
+from backend.bench.options import BENCH_LOG, BenchOptions, Progress, is_throughput, within_batch_limits
 from backend.bench.peer import PeerRun
 from backend.bench.report import BenchReport, PathRun
+from backend.bench.request_sets import prompt_sets
 from backend.bench.workload_runs import BenchPrompt, WorkloadRun, run_chat, run_sequential, run_throughput
 from backend.bench.workloads import Workloads, load_workloads
 from backend.config.settings import Settings
@@ -38,7 +39,6 @@ from backend.engine.profiles import EngineConfig, EngineProfile, engine_config
 from backend.engine.protocol import Engine
 from backend.engine.quiet import settle, settle_s
 from backend.engine.vllm import VllmEngine
-from backend.gemma4.messages import ChatMessage
 
 
 def model_threads(settings: Settings, source: ModelSource) -> int:
@@ -56,33 +56,6 @@ def model_threads(settings: Settings, source: ModelSource) -> int:
     optimized = engine_config(EngineProfile.optimized(), source, settings.engine)
     kernel_threads = optimized.env.get(CPU_LINEAR_THREADS_ENV)
     return int(kernel_threads.value) if kernel_threads is not None else cores - 1
-
-
-def prompt_sets(workloads: Workloads, options: BenchOptions) -> dict[str, list[BenchPrompt]]:
-    def user(text: str) -> tuple[ChatMessage, ...]:
-        return (ChatMessage("user", text),)
-
-    throughput = [BenchPrompt(p.id, user(p.text)) for p in workloads.throughput]
-
-    def distinct(count: int) -> list[BenchPrompt]:
-        """``count`` requests, the prompts repeated in turn, each with its own id."""
-        repeated = [throughput[i % len(throughput)] for i in range(count)]
-        return [replace(p, id=f"{p.id}#{i}") for i, p in enumerate(repeated)]
-
-    unique = distinct(options.requests)
-    single = throughput[-options.single_requests :]
-    chosen = []
-    for kind in dict.fromkeys(m.media.kind for m in workloads.media):
-        chosen += [m for m in workloads.media if m.media.kind == kind][: options.media_per_kind]
-    media = [
-        BenchPrompt(m.id, (ChatMessage("user", m.text, media=(m.media.kind,)),), m.multi_modal_data())  # type: ignore[arg-type]
-        for m in chosen
-    ]
-    sets = {"throughput": unique, "single": single, "media": media}
-    for name in options.workloads:
-        if (n := level(name)) is not None:  # the concurrency table: n distinct requests at once
-            sets[name] = distinct(n)
-    return sets
 
 
 Runs = dict[str, dict[str, list[WorkloadRun]]]
@@ -343,7 +316,7 @@ async def run_bench(
         step_costs = await run_step_costs(source, settings, options, log_dir, progress)
     plan = plan_for(source, settings.engine) if device == "cuda" else None
     configs = path_configs(source, settings, options, plan)
-    options = _within_batch_limits(options, configs, progress)
+    options = within_batch_limits(options, configs, progress)
     urls = {name: url for name in configs if (url := server_for(settings, name))}
     servers = {name: remote_engine(settings, url, name) for name, url in urls.items()}
     same = same_paths(configs, urls)
@@ -377,20 +350,6 @@ async def run_bench(
         remote=bool(servers),
         step_costs=step_costs,
     )
-
-
-def _within_batch_limits(
-    options: BenchOptions, configs: dict[str, EngineConfig], progress: Progress
-) -> BenchOptions:
-    """Levels of the concurrency table above what a path batches at once are dropped (said)."""
-    limits = [int(c.args["max_num_seqs"].value) for c in configs.values() if "max_num_seqs" in c.args]
-    if not limits:
-        return options
-    workloads, dropped = capped(options.workloads, min(limits))
-    if dropped:
-        skipped = ", ".join(map(str, dropped))
-        progress(f"throughput at {skipped} at once skipped: above the plan's batch limit {min(limits)}", 1, 1)
-    return replace(options, workloads=workloads)
 
 
 def same_paths(configs: dict[str, EngineConfig], urls: dict[str, str]) -> bool:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from backend.compat.draft_schedule import ENV as DRAFT_SCHEDULE_ENV
+from backend.compat.live_spec_metrics import ENV as LIVE_SPEC_METRICS_ENV
 from backend.compat.one_call_step import ENV as ONE_CALL_STEP_ENV
 from backend.compat.prefill_drafts import ENV as NO_PREFILL_DRAFTS_ENV
 from backend.compat.sampled_row_drafts import ENV as SAMPLED_ROW_DRAFTS_ENV
@@ -67,6 +68,7 @@ HIDDEN = {
     "per_request_spec_decode_metrics",
     f"env {THREADS_ENV}",
     f"env {DRAFT_SCHEDULE_ENV}",
+    f"env {LIVE_SPEC_METRICS_ENV}",
     "distributed_executor_backend",
 }
 """Differences that only follow from another one (figures of speculation, the kernel's threads)."""

@@ -13,6 +13,7 @@ Standard library only until a patched module is actually imported.
   step that asks for no drafts runs no drafter.
 * ``draft_schedule``: the optimized engine's drafts per step can be changed while it runs.
 * ``sampled_row_drafts``: the drafter's first pass computes only the rows it samples.
+* ``live_spec_metrics``: the optimized engine's draft counts reach the app while a reply streams.
 * ``centroid_drafts``: Gemma 4 drafters with centroid-masked embeddings draft on a CPU.
 * ``drafter_attention``: the target's per-layer-kind attention does not reach the Gemma 4 drafter.
 * ``uni_worker``: the optimized CPU engine's worker computes inside the engine-core process.
@@ -32,6 +33,7 @@ from backend.compat import (
     drafter_attention,
     forced_linear,
     gemma4_audio,
+    live_spec_metrics,
     one_call_step,
     prefill_drafts,
     process_lifetime,
@@ -50,6 +52,7 @@ def install_import_hooks() -> None:
     prefill_drafts.install_import_hook()
     draft_schedule.install_import_hook()
     sampled_row_drafts.install_import_hook()
+    live_spec_metrics.install_import_hook()
     centroid_drafts.install_import_hook()
     drafter_attention.install_import_hook()
     uni_worker.install_import_hook()

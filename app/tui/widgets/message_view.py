@@ -39,6 +39,8 @@ def figures_line(metrics: TurnMetrics | None, path: str | None, tool_s: float | 
         if metrics.step_tokens:
             per_step = sum(size for size, _ in metrics.step_tokens) / len(metrics.step_tokens)
             parts.append(f"{per_step:.2f} tokens/step (F7)")
+        elif metrics.mean_acceptance_length is not None:  # streaming: the engine's count so far
+            parts.append(f"{metrics.mean_acceptance_length:.2f} tokens/drafted step")
     if metrics.kv_cache_usage is not None:
         parts.append(f"KV {metrics.kv_cache_usage:.0%}")
     if tool_s is not None:  # a turn that called tools: model time and tool time apart

@@ -1,0 +1,37 @@
+"""A bench run's requests: each workload's prompts as engine-ready messages (``prompt_sets``)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from backend.bench.options import BenchOptions, level
+from backend.bench.workload_runs import BenchPrompt
+from backend.bench.workloads import Workloads
+from backend.gemma4.messages import ChatMessage
+
+
+def prompt_sets(workloads: Workloads, options: BenchOptions) -> dict[str, list[BenchPrompt]]:
+    def user(text: str) -> tuple[ChatMessage, ...]:
+        return (ChatMessage("user", text),)
+
+    throughput = [BenchPrompt(p.id, user(p.text)) for p in workloads.throughput]
+
+    def distinct(count: int) -> list[BenchPrompt]:
+        """``count`` requests, the prompts repeated in turn, each with its own id."""
+        repeated = [throughput[i % len(throughput)] for i in range(count)]
+        return [replace(p, id=f"{p.id}#{i}") for i, p in enumerate(repeated)]
+
+    unique = distinct(options.requests)
+    single = throughput[-options.single_requests :]
+    chosen = []
+    for kind in dict.fromkeys(m.media.kind for m in workloads.media):
+        chosen += [m for m in workloads.media if m.media.kind == kind][: options.media_per_kind]
+    media = [
+        BenchPrompt(m.id, (ChatMessage("user", m.text, media=(m.media.kind,)),), m.multi_modal_data())  # type: ignore[arg-type]
+        for m in chosen
+    ]
+    sets = {"throughput": unique, "single": single, "media": media}
+    for name in options.workloads:
+        if (n := level(name)) is not None:  # the concurrency table: n distinct requests at once
+            sets[name] = distinct(n)
+    return sets
