@@ -8,7 +8,8 @@ and the front end copies it into a ``CompletionOutput`` only when finished
 Where the engine's environment sets ``GEMMA_CHAT_LIVE_SPEC_METRICS=1`` (the optimized profile does
 when it speculates; the baseline never does), the scheduler also attaches a summary — proposed
 drafts and the accepted histogram, without the per-step lists that the finished output carries — to
-every unfinished output of a request that has one; the front end (patched in every process: it only
+every unfinished output of a request whose record changed since it last sent one (a step that
+drafts nothing sends nothing); the front end (patched in every process: it only
 passes on what the core sent) puts the latest record into each streamed output. The figures are the
 engine's own count, not reconstructed from the stream. Nothing here touches a token. Standard
 library only until vLLM's modules are imported.
@@ -26,6 +27,8 @@ SCHEDULER = "vllm.v1.core.sched.scheduler"
 OUTPUT_PROCESSOR = "vllm.v1.engine.output_processor"
 ENV = "GEMMA_CHAT_LIVE_SPEC_METRICS"
 _PATCHED = "_gemma_chat_live_spec_metrics"
+_SENT = "_gemma_chat_drafts_sent"
+"""On a request: its proposed drafts when its record was last attached."""
 IN_USE = "gemma-chat live spec metrics: in use (each streamed output carries the drafts so far)"
 
 
@@ -39,7 +42,8 @@ def summary(record: Any) -> Any:
 
 
 def attach(outputs: Any, requests: Any) -> int:
-    """Attach each unfinished output's request record (a summary); how many were attached."""
+    """Attach each unfinished output's request record (a summary) where it changed since the
+    last one attached; how many were attached."""
     attached = 0
     for batch in outputs.values():
         for output in batch.outputs:
@@ -47,8 +51,9 @@ def attach(outputs: Any, requests: Any) -> int:
                 continue
             request = requests.get(output.request_id)
             record = getattr(request, "spec_decode_metrics", None)
-            if record is not None and record.num_draft_tokens:
+            if record is not None and record.num_draft_tokens != getattr(request, _SENT, 0):
                 output.spec_decode_metrics = summary(record)
+                setattr(request, _SENT, record.num_draft_tokens)
                 attached += 1
     return attached
 

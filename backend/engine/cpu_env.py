@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 
 from backend.compat.draft_schedule import ENV as DRAFT_SCHEDULE_ENV
-from backend.compat.live_spec_metrics import ENV as LIVE_SPEC_METRICS_ENV
 from backend.compat.one_call_step import ENV as ONE_CALL_STEP_ENV
 from backend.compat.prefill_drafts import ENV as NO_PREFILL_DRAFTS_ENV
 from backend.compat.sampled_row_drafts import ENV as SAMPLED_ROW_DRAFTS_ENV
@@ -71,14 +70,6 @@ def optimized_cpu_env(settings: EngineSettings) -> tuple[dict[str, Argument], tu
     return env, notes
 
 
-def live_spec_metrics_argument() -> Argument:
-    return Argument(
-        1,
-        "each streamed output carries the engine's count of drafts and accepted drafts so far (vLLM "
-        "sends it only with the finished reply): the footer shows acceptance while the reply streams",
-    )
-
-
 def speculating_cpu_env() -> dict[str, Argument]:
     """What the optimized CPU engine adds to its environment when it speculates."""
     return {
@@ -95,7 +86,6 @@ def speculating_cpu_env() -> dict[str, Argument]:
             "samples: vLLM's first pass computes every verified row and drops all but one (drafts "
             "never change a token)",
         ),
-        LIVE_SPEC_METRICS_ENV: live_spec_metrics_argument(),
         DRAFT_SCHEDULE_ENV: Argument(
             1,
             "the number of drafts a step proposes can be set while the engine runs: the first start "

@@ -106,9 +106,8 @@ class MetricsTracker:
         spec = output.outputs[0].spec_decode_metrics if output.outputs else None
         if spec is not None:
             self.latest = _with_speculation(self.latest, spec)
-            if self.latest.draft_steps is not None or getattr(
-                output, "finished", True
-            ):  # streaming: counts only
+            # while streaming the engine sends counts only (no per-step record): steps at the end
+            if self.latest.draft_steps is not None or getattr(output, "finished", True):
                 steps = by_step(self._steps, self.latest.accepted_tokens, self.latest.draft_steps)
                 self.latest = replace(self.latest, step_tokens=steps)
         return self.latest

@@ -21,7 +21,7 @@ from backend.compat.uni_worker import ENV as UNI_WORKER_ENV
 from backend.config.settings import EngineSettings
 from backend.engine.argument import Argument
 from backend.engine.compile_cache import with_graph_key
-from backend.engine.cpu_env import live_spec_metrics_argument, optimized_cpu_env, speculating_cpu_env
+from backend.engine.cpu_env import optimized_cpu_env, speculating_cpu_env
 from backend.engine.gpu import GpuRefused
 from backend.engine.gpu_args import exact_attention, gpu_arguments, gpu_env
 from backend.engine.gpu_batch import BATCHED_TOKENS, batch_limits, draft_schedule, draft_schedule_why
@@ -293,7 +293,13 @@ def engine_config(
                 "num_speculative_tokens_per_batch_size": draft_schedule(spec["num_speculative_tokens"], seqs),
             }
             why += draft_schedule_why(int(spec["num_speculative_tokens"]))
-            env[LIVE_SPEC_METRICS_ENV] = live_spec_metrics_argument()
+        if profile.name == "optimized":  # on a CPU and a GPU alike
+            env[LIVE_SPEC_METRICS_ENV] = Argument(
+                1,
+                "each streamed output carries the engine's count of drafts and accepted drafts so far "
+                "(vLLM sends it only with the finished reply): the footer shows acceptance while the "
+                "reply streams",
+            )
         if not gpu:
             schedule = _cpu_speculation_schedule(spec, drafts is not None)
             spec = {**spec, "num_speculative_tokens_per_batch_size": schedule}
