@@ -7,6 +7,8 @@ test one rule; the real engine's first start is tested in ``test_speculation.py`
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,6 +120,37 @@ async def test_the_budget_bounds_the_measuring_and_too_little_decides_nothing(
     choice = await decide(engine, PLAN, renderer, budget_s=5.0, clock=Clock(3.0))
     assert choice.method == "none" and "too few to decide" in choice.verdict()
     assert engine.served <= 2 + 5 * 2, "warm-ups, then prompts only while the budget lasts"
+
+
+async def test_a_request_that_outlasts_the_budget_is_stopped_and_nothing_is_kept(
+    renderer: PromptRenderer, gemma_home: Path
+) -> None:
+    """A busy machine (another engine compiling beside it) once held a first start past 6 minutes:
+    the budget was checked between prompts only. Now every request runs under the deadline."""
+
+    class Stalling(StandIn):
+        cancelled: list[str] = []
+
+        async def stream(self, request: EngineRequest) -> AsyncIterator[TurnEvent]:
+            if self.served >= 3:  # the warm-ups and one request answer, then the machine stalls
+                try:
+                    await asyncio.sleep(3600)
+                except asyncio.CancelledError:
+                    self.cancelled.append(request.request_id)
+                    raise
+            async for event in super().stream(request):
+                yield event
+
+    engine = Stalling(RECORDED)
+    plan = DraftPlan("mtp", 4, "key-stalling-test", 4)
+    said: list[str] = []
+    began = time.monotonic()
+    choice = await settle_drafts(engine, plan, renderer, said.append, budget_s=1.0)
+    assert time.monotonic() - began < 5, "the stalled request ended with the budget"
+    assert len(engine.cancelled) == 1, "the stalled request was cancelled (VllmEngine aborts it then)"
+    assert choice.method == "none" and "the next start measures again" in choice.verdict()
+    assert engine.set_calls[-1] == (0, 4), "no drafts until a choice is measured"
+    assert stored_choice(plan.key) is None, "too little measured: nothing kept, the next start measures"
 
 
 async def test_a_kept_choice_is_applied_at_once_and_a_new_one_is_measured_and_kept(

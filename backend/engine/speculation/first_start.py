@@ -8,16 +8,19 @@ environment): found, it sets the engine's drafts to it and is done (a warm start
 nothing). Not found, it measures: the same short greedy prompts, one at a time, on this one engine
 with 0, 1, ... ``most`` drafts a step — the counts taking turns prompt by prompt and set between
 requests through the engine core (``backend.compat.draft_schedule``) — until each count has run every
-prompt ``rounds`` times or ``budget_s`` is spent. The rule is the probe's (``choose``): the count
-with the highest median ratio to no drafts, at least ``MIN_GAIN``, above 1.0 on every prompt,
-measured on at least ``MIN_PAIRED`` prompts, and with no drafts' tokens on every prompt; else
-none. The choice is kept, so the next start applies it at once; ``profiles --measure`` replaces it
-with a full probe. No reply waits on it but the first start's, and that only once per model and
-machine.
+prompt ``rounds`` times or ``budget_s`` is spent — a deadline every request runs under, so a
+request slowed by a busy machine is stopped where the budget ends, not after it. The rule is the
+probe's (``choose``): the count with the highest median ratio to no drafts, at least
+``MIN_GAIN``, above 1.0 on every prompt, measured on at least ``MIN_PAIRED`` prompts, and with no
+drafts' tokens on every prompt; else none. The choice is kept, so the next start applies it at
+once (where the budget ended before ``MIN_PAIRED`` prompts were measured nothing is kept: the
+next start measures again); ``profiles --measure`` replaces it with a full probe. No reply waits
+on it but the first start's, and that only once per model and machine.
 """
 
 from __future__ import annotations
 
+import asyncio
 import statistics
 import time
 from collections.abc import Callable
@@ -102,7 +105,8 @@ async def settle_drafts(
     if choice is None:
         say(f"measuring speculation here (first start: 0–{plan.most} drafts, ≤{budget_s:.0f} s)")
         choice = await decide(engine, plan, renderer, budget_s=budget_s, rounds=rounds, prompts=prompts)
-        store_choice(plan.key, choice)
+        if not choice.reason:  # too little measured (a busy machine): the next start measures again
+            store_choice(plan.key, choice)
     applies = choice.method == plan.method and choice.drafts <= plan.most
     await engine.set_drafts(choice.drafts if applies else 0, plan.up_to)
     return choice
@@ -146,45 +150,54 @@ async def decide(
     """Measure 0..``plan.most`` drafts on ``engine`` within ``budget_s`` and choose (not kept)."""
     counts = [_Count(k) for k in range(plan.most + 1)]
     asked = requests(renderer, prompts)
-    began = clock()
-    for count in (counts[0], counts[-1]):  # the first requests after a start are slow: not timed
-        await engine.set_drafts(count.drafts, plan.up_to)
-        await _finished(engine, replace(asked[0], request_id=f"{asked[0].request_id}-warm-{count.drafts}"))
-    spent = False
-    for r in range(rounds):
-        for i, request in enumerate(asked):
-            if clock() - began > budget_s:
-                spent = True
-                break
-            for j in range(len(counts)):
-                count = counts[(r + i + j) % len(counts)]  # the order rotates: drift falls on all alike
-                await engine.set_drafts(count.drafts, plan.up_to)
-                await _measure(engine, count, request, r)
-        if spent:
-            break
+    deadline = clock() + budget_s
+    try:
+        for count in (counts[0], counts[-1]):  # the first requests after a start are slow: not timed
+            await engine.set_drafts(count.drafts, plan.up_to)
+            warm = replace(asked[0], request_id=f"{asked[0].request_id}-warm-{count.drafts}")
+            await _finished(engine, warm, deadline - clock())
+        for r in range(rounds):
+            for i, request in enumerate(asked):
+                for j in range(len(counts)):
+                    count = counts[(r + i + j) % len(counts)]  # the order rotates: drift falls on all alike
+                    await engine.set_drafts(count.drafts, plan.up_to)
+                    await _measure(engine, count, request, r, deadline - clock())
+    except TimeoutError:  # the budget ended mid-request (that request was stopped): decide on the rest
+        pass
     await engine.set_drafts(0, plan.up_to)
     plain, *drafted = (count.run(plan.method, counts[0]) for count in counts)
     choice = replace(choose(plain, drafted), measured_by="first start")
     if choice.method == "none" and len(plain.rates) < MIN_PAIRED:
         reason = (
             f"the first start's {budget_s:.0f} s measured {len(plain.rates)} prompt(s), too few to "
-            "decide; `gemma-chat profiles --measure` measures fully"
+            "decide (a busy machine?); the next start measures again, `gemma-chat profiles --measure` "
+            "measures fully"
         )
         choice = replace(choice, reason=reason)
     return choice
 
 
-async def _measure(engine: DraftEngine, count: _Count, request: EngineRequest, round_: int) -> None:
+async def _measure(
+    engine: DraftEngine, count: _Count, request: EngineRequest, round_: int, within_s: float
+) -> None:
     rid = f"{request.request_id}-{count.drafts}-r{round_}"
-    final = await _finished(engine, replace(request, request_id=rid))
+    final = await _finished(engine, replace(request, request_id=rid), within_s)
     if round_ == 0:
         count.tokens[request.request_id] = tuple(final.token_ids)
     count.rates.setdefault(request.request_id, []).append(final.metrics.decode_tokens_per_s or 0.0)
     add_histogram(count.histogram, final.metrics.acceptance_histogram)
 
 
-async def _finished(engine: DraftEngine, request: EngineRequest) -> Finished:
-    events = [event async for event in engine.stream(request)]
+async def _finished(engine: DraftEngine, request: EngineRequest, within_s: float) -> Finished:
+    """The request's final event; ``TimeoutError`` where it has not finished within ``within_s``
+    (the request is cancelled, which aborts it in the engine)."""
+    if within_s <= 0:
+        raise TimeoutError
+
+    async def collect() -> list[TurnEvent]:
+        return [event async for event in engine.stream(request)]
+
+    events = await asyncio.wait_for(collect(), within_s)
     final = events[-1] if events else None
     if not isinstance(final, Finished):
         detail = getattr(final, "message", type(final).__name__)
