@@ -225,6 +225,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("--no-peer", action="store_true", help="skip transformers' generate")
     bench.add_argument(
+        "--no-attention-variants",
+        action="store_true",
+        help="on a GPU where vLLM runs Gemma 4 on Triton (Ampere, Ada), skip the rows of the optimized "
+        "path with each other attention backend vLLM offers for its head sizes (run alone, after the table)",
+    )
+    bench.add_argument(
         "--startup",
         action="store_true",
         help="instead: time the engine's start from launch to first token, stage by stage — one cold "

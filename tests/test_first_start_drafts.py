@@ -42,7 +42,7 @@ class StandIn:
     set_calls: list[tuple[int, int]] = field(default_factory=list)
     served: int = 0
 
-    async def set_drafts(self, drafts: int, up_to: int) -> None:
+    async def set_drafts(self, drafts: int, up_to: int, then: tuple[tuple[int, int], ...] = ()) -> None:
         self.drafts = drafts
         self.set_calls.append((drafts, up_to))
 

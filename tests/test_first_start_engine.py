@@ -5,6 +5,7 @@ Beside the second lane's speculation probe (tests/test_speculation.py), so the t
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from backend.engine.metrics import accepted_positions
 from backend.engine.model_source import demo_model
 from backend.engine.profiles import EngineProfile, engine_config
 from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
+from backend.engine.speculation.by_load import load_requests, measure_by_load
 from backend.engine.speculation.choice import MIN_PAIRED
 from backend.engine.speculation.kept import CHOICES_ENV, stored_choice
 from backend.engine.vllm import VllmEngine
@@ -67,6 +69,7 @@ async def test_the_first_start_decides_on_the_real_engine_and_a_warm_start_appli
             assert m.accepted_tokens - choice.drafts <= shown <= m.accepted_tokens, (
                 "less only drafts past the end"
             )
+        await _drafts_by_load(engine, renderer, max(choice.drafts, 2))
     finally:
         await engine.shutdown()
     said.clear()
@@ -80,6 +83,23 @@ async def test_the_first_start_decides_on_the_real_engine_and_a_warm_start_appli
         assert warm.speculation == info.speculation
     finally:
         await again.shutdown()
+
+
+async def _drafts_by_load(engine: VllmEngine, renderer: PromptRenderer, drafts: int) -> None:
+    """``profiles --measure``'s last stage on the real engine: 1 and 3 requests at once, each
+    count of drafts in turn, the same tokens; then a schedule of two steps set on the engine core
+    (none at 1 running request, 1 draft at 2-3) drafts exactly so."""
+    said: list[str] = []
+    levels = await measure_by_load(engine, drafts, (1, 3), renderer, said.append, rounds=1, tokens=16)
+    for level in levels:
+        assert sorted(level.rates) == [0, 1, drafts] and all(level.rate(d) > 0 for d in level.rates)
+        assert not any(level.diverged(d) for d in level.rates), level.describe()
+    await engine.set_drafts(0, 1, ((3, 1),))
+    asked = load_requests(renderer, 3, "steps-")
+    finals = await asyncio.gather(*(_final(engine, request) for request in asked))
+    drafted = [n for final in finals for n, _ in final.metrics.draft_steps or ()]
+    assert drafted and set(drafted) == {1}, drafted
+    await engine.set_drafts(0, 4)
 
 
 async def _final(engine: VllmEngine, request: EngineRequest) -> Finished:

@@ -3,7 +3,9 @@ memory plan, read back through vLLM's own schedule expansion."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -107,3 +109,87 @@ def test_bench_on_a_gpu_plans_the_seeds_table_within_the_batch_limit(
         planned = within_batch_limits(options, configs, lambda stage, *_: said.append(stage))
         assert planned.workloads == (*(f"throughput@{n}" for n in kept), "single", "chat", "media"), gib
     assert said == ["throughput at 64, 256 at once skipped: above the plan's batch limit 26"]
+
+
+async def test_bench_on_an_a100_gives_each_other_attention_backend_its_rows(
+    e2b: Path, gemma_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a Triton card bench runs the optimized path again with each other backend for Gemma 4's
+    head sizes, alone after the table; one that fails is said and skipped; the report's rows set
+    each against the optimized path on vLLM's attention, with parity against the baseline. The
+    engines are stand-ins (the runs' own code is bench's, tested on real engines in test_bench.py)."""
+    from backend.bench import session, variants
+    from backend.bench.options import BenchOptions
+    from backend.bench.report import _parity_over
+    from backend.bench.workload_runs import RequestResult, WorkloadRun
+    from backend.engine.metrics import TurnMetrics
+    from backend.errors import EngineStartFailed
+
+    a100 = described_gpu(80, (8, 0))
+    monkeypatch.setattr("backend.engine.gpu.detect_gpu", lambda: a100)
+    source, settings = resolve(str(e2b)), EngineSettings()
+    plan = plan_for(source, settings, a100)
+    tried = variants.card_variants(plan, exact=False)
+    assert len(tried) == 3 and variants.card_variants(plan, exact=True) == ()
+    optimized = engine_config(EngineProfile.optimized(), source, settings, 1, plan)
+    configs = variants.variant_configs(optimized, tried)
+    assert list(configs) == [
+        "optimized+sliding_window on FLASH_ATTN",
+        "optimized+full_attention on FLASHINFER",
+        "optimized+full_attention on FLEX_ATTENTION",
+    ]
+    flex = configs["optimized+full_attention on FLEX_ATTENTION"].args["attention_config"].value
+    assert flex == {"backend_per_kind": {"full_attention": "FLEX_ATTENTION"}}
+
+    def run(path: str, rate: float, tokens: tuple[int, ...] = (1, 2, 3)) -> WorkloadRun:
+        done = RequestResult("q0", tokens, TurnMetrics(generated_tokens=3, decode_tokens_per_s=rate))
+        return WorkloadRun("single", path, (done,), 1.0)
+
+    class Stand:
+        def __init__(self, source: object, config: Any, log_path: object) -> None:
+            self.attention = json.dumps(config.args["attention_config"].value, sort_keys=True)
+
+        async def start(self) -> None:
+            if "FLASHINFER" in self.attention:
+                raise EngineStartFailed("FlashInfer has no kernel for this layer.", "See its log.")
+
+        async def shutdown(self) -> None:
+            return None
+
+    async def interleaved(
+        engines: dict[str, Stand], *args: object
+    ) -> dict[str, dict[str, list[WorkloadRun]]]:
+        (name,) = engines
+        tokens = (1, 2, 4) if "FLEX" in name else (1, 2, 3)
+        return {name: {"single": [run(name, 120.0, tokens), run(name, 130.0, tokens)]}}
+
+    async def nothing(*args: object) -> None:
+        return None
+
+    monkeypatch.setattr("backend.engine.vllm.VllmEngine", Stand)
+    monkeypatch.setattr(session, "run_interleaved", interleaved)
+    monkeypatch.setattr(session, "warm_up", nothing)
+    said: list[str] = []
+    options = BenchOptions(workloads=("single",), repetitions=2)
+    runs, failed = await variants.measure_variants(
+        source,
+        configs,
+        options,
+        None,
+        lambda stage, *_: said.append(stage),
+        gemma_home,  # type: ignore[arg-type]
+    )
+    assert set(failed) == {"optimized+full_attention on FLASHINFER"} and len(runs) == 2
+    assert any("FLASHINFER: failed, skipped — FlashInfer has no kernel" in line for line in said), said
+    main = {
+        "baseline": {"single": [run("b", 90.0), run("b", 95.0)]},
+        "optimized": {"single": [run("o", 100.0), run("o", 100.0)]},
+    }
+    rows = variants.variant_rows({**main, **runs}, failed, options, _parity_over)
+    by_name = {row.name: row for row in rows}
+    sliding = by_name["optimized+sliding_window on FLASH_ATTN"]
+    assert sliding.rows[0].ratio == pytest.approx(1.25) and sliding.parity["single"].identical_requests == 2
+    assert by_name["optimized+full_attention on FLEX_ATTENTION"].parity["single"].identical_requests == 0
+    table = "\n".join(variants.variants_markdown(rows))
+    assert "| full_attention on FLASHINFER | — | failed: FlashInfer has no kernel for this layer." in table
+    assert "| sliding_window on FLASH_ATTN | single |" in table and "| 1.25x | 2/2 |" in table

@@ -199,6 +199,20 @@ CARDS = [
         "attention": {"backend_per_kind": {"sliding_window": "FLASH_ATTN"}},
     },
     {
+        "key": "full-flashinfer",
+        "memory_gib": 80,
+        "capability": [8, 0],
+        "name": "NVIDIA A100-SXM4-80GB",
+        "attention": {"backend_per_kind": {"full_attention": "FLASHINFER"}},
+    },
+    {
+        "key": "full-flex",
+        "memory_gib": 80,
+        "capability": [8, 0],
+        "name": "NVIDIA A100-SXM4-80GB",
+        "attention": {"backend_per_kind": {"full_attention": "FLEX_ATTENTION"}},
+    },
+    {
         "key": "measured-per-kind",
         "memory_gib": 24,
         "capability": [8, 6],
@@ -290,7 +304,8 @@ def test_exact_sets_batch_invariant_on_both_paths(faked: dict[str, Any]) -> None
     """On an H100 each layer kind resolves, through vLLM's selector under batch invariance, to a
     backend with a batch-invariant kernel for its head size (left to vLLM: FlashAttention as FA2)."""
     for path in ("baseline", "optimized"):
-        live = {"GEMMA_CHAT_LIVE_SPEC_METRICS": "1"} if path == "optimized" else {}  # it speculates
+        speculating = {"GEMMA_CHAT_LIVE_SPEC_METRICS": "1", "GEMMA_CHAT_DRAFT_SCHEDULE": "1"}
+        live = speculating if path == "optimized" else {}
         assert faked["exact"][path]["env"] == {"VLLM_BATCH_INVARIANT": "1", **live}
         for kind, layer in _vllm(faked["exact"], path)["layers"].items():
             assert layer.get("backend") == "TRITON_ATTN", (path, kind, layer)
@@ -357,13 +372,43 @@ async def test_bench_on_a_gpu_follows_the_plan(
 
 
 def test_per_layer_kind_attention_is_a_candidate_vllm_accepts_on_triton_cards(faked: dict[str, Any]) -> None:
-    from backend.engine.gpu_args import SLIDING_FLASH_ATTENTION, attention_candidates
+    from backend.engine.gpu_args import (
+        FULL_FLASHINFER,
+        FULL_FLEX_ATTENTION,
+        SLIDING_FLASH_ATTENTION,
+        attention_candidates,
+    )
 
-    assert attention_candidates((8, 6)) == [{}, SLIDING_FLASH_ATTENTION]
+    assert attention_candidates((8, 6)) == [{}, SLIDING_FLASH_ATTENTION, FULL_FLASHINFER, FULL_FLEX_ATTENTION]
     assert attention_candidates((9, 0)) == [{}]
     built = _vllm(faked["per-kind"], "optimized")
     assert built["attention_backend"] == "TRITON_ATTN"  # the 512-dim full layers
     assert built["backend_per_kind"] == {"sliding_window": "FLASH_ATTN"}
+
+
+def test_the_full_layers_other_backends_on_an_a100_leave_the_sliding_layers_and_the_drafter(
+    faked: dict[str, Any],
+) -> None:
+    """bench's and the probe's other candidates for head_dim 512 on Ampere, through vLLM's selector:
+    FlexAttention takes the full layers (head size and batch invariance accepted); FlashInfer is
+    selected for them, and here stops at its missing wheel (the CPU build has none; vLLM's CUDA
+    build ships it) — its head sizes, read in vLLM's source, include 512. The sliding layers and
+    the drafter's stay on Triton either way."""
+    import re
+
+    import vllm
+
+    flex = _vllm(faked["full-flex"], "optimized")
+    assert flex["layers"]["full"] == {"backend": "FLEX_ATTENTION", "batch_invariant": True, "head_size_ok": True}
+    assert flex["layers"]["sliding"]["backend"] == "TRITON_ATTN"
+    infer = _vllm(faked["full-flashinfer"], "optimized")
+    assert "FLASHINFER" in infer["layers"]["full"]["error"] and "flashinfer" in infer["layers"]["full"]["error"]
+    assert infer["layers"]["sliding"]["backend"] == "TRITON_ATTN"
+    for built in (flex, infer):
+        assert built["drafter_sliding_backend"] == "TRITON_ATTN", "vLLM's Gemma 4 proposer refuses the others"
+    source = (Path(vllm.__file__).parent / "v1" / "attention" / "backends" / "flashinfer.py").read_text()
+    sizes = re.search(r"def get_supported_head_sizes.*?return \[([\d, ]+)\]", source, re.S)
+    assert sizes is not None and "512" in sizes.group(1).split(", ")
 
 
 def test_a_measured_attention_choice_goes_to_the_optimized_path_only(faked: dict[str, Any]) -> None:

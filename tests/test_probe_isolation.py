@@ -7,6 +7,7 @@ candidates, the rule and the stored file are the app's own."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,14 @@ def _stand_ins(
         return None
 
     monkeypatch.setattr(probe, "settle", no_pause)  # stand-ins load no core
+
+    async def by_load(source: Any, config: Any, choice: Any, levels: Any, log: Any, say: Any) -> Any:
+        started.append(f"by load {choice.method}@{choice.drafts} {list(levels)}")
+        if ("by load", 0, "") in failing:
+            raise EngineStartFailed("The by-load engine did not start.", "See its log.")
+        return replace(choice, by_load=((4, choice.drafts),))
+
+    monkeypatch.setattr(probe, "with_drafts_by_load", by_load)
     return started
 
 
@@ -88,6 +97,20 @@ async def test_a_candidate_that_fails_to_start_is_skipped_and_the_rest_decide(
         ("mtp", 3),
         ("ngram", 4),
     ]
+    assert stored_choice(choice_key(source, SETTINGS, gpu=False)) == choice
+    assert started[-1] == "by load mtp@3 [1, 2, 4, 8]", "drafts by load last, on the chosen count"
+    assert choice.by_load == ((4, 3),)
+
+
+async def test_drafts_by_load_failing_keeps_the_choice_for_one_request(
+    source: ModelSource, gemma_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _stand_ins(monkeypatch, {("by load", 0, "")})
+    said: list[str] = []
+    kwargs: dict[str, Any] = {"drafts": (1, 2), "prompts": 3, "rounds": 1, "attention": []}
+    choice = await probe.measure_speculation(source, SETTINGS, gemma_home, said.append, **kwargs)
+    assert (choice.method, choice.drafts, choice.by_load) == ("mtp", 2, None)
+    assert any(line.startswith("drafts by load: failed, the estimated thresholds stay") for line in said)
     assert stored_choice(choice_key(source, SETTINGS, gpu=False)) == choice
 
 

@@ -235,6 +235,7 @@ async def test_the_probe_measures_every_step_on_the_real_engine(
         rounds=2,
         store=False,
         attention=[attention],
+        load_levels=(),  # measured on the real engine in test_first_start_engine.py
     )
     runs = {run.label(): run for run in choice.runs}
     stage = next(label for label in runs if "CPU_ATTN" in label)

@@ -86,6 +86,7 @@ def run_bench_command(args: argparse.Namespace) -> int:
         peer=not args.no_peer,
         dummy_weights=args.dummy_weights,
         step_costs=args.step_costs or args.dummy_weights,
+        attention=() if args.no_attention_variants else None,
         extra_args=extra,
     )
     log_dir = paths.logs_dir()

@@ -82,8 +82,9 @@ def _print_plan(plan: MemoryPlan) -> None:
     print(f"  attention: vLLM runs Gemma 4 on {attention}")
     if "TRITON" in attention:
         print(
-            "    `profiles --measure` on the card also measures FlashAttention for the sliding layers "
-            "(kept only faster with the same tokens)"
+            "    `profiles --measure` on the card also measures FlashAttention for the sliding layers, "
+            "FlashInfer and FlexAttention for the full ones (kept only faster with the same tokens); "
+            "`bench` gives each its rows"
         )
     print(f"  compare (F3): {COMPARE_BY_MODE[plan.mode]}")
 

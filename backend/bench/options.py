@@ -40,6 +40,9 @@ class BenchOptions:
     """The pause before each timed run while several engines are up (None: vLLM's busy window
     plus a margin, ``backend.engine.quiet``)."""
     paths: tuple[str, ...] = ("baseline", "optimized")
+    attention: tuple[str, ...] | None = None
+    """``attention_config`` values (JSON) to run the optimized path with beside vLLM's own, each a
+    row set of its own (``backend.bench.variants``); None: the card's (GPUs where vLLM runs Triton)."""
     extra_args: dict[str, Argument] = field(default_factory=dict)
     """Added to every path's vLLM arguments (tests use it; ``--dummy-weights`` sets load_format)."""
 

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from backend.bench.rows import Row, figure, num, rows_for
+from backend.bench.variants import VariantRows, variant_rows, variants_markdown
 from backend.bench.workload_runs import RequestResult, WorkloadRun, acceptance_of
 from backend.engine.parity import SAME_PATHS, ParityReport, compare_tokens
 from backend.errors import GemmaChatError
@@ -53,6 +54,8 @@ class BenchReport:
     step_costs: StepCosts | None = None
     step_lengths: dict[int, float] = field(default_factory=dict)
     """Acceptance lengths the step costs' prediction uses (the probe's, where one is stored)."""
+    variants: list[VariantRows] = field(default_factory=list)
+    """The optimized path with other attention backends (``backend.bench.variants``)."""
 
     @classmethod
     def build(
@@ -70,6 +73,7 @@ class BenchReport:
         schedule: str = "interleaved",
         remote: bool = False,
         step_costs: StepCosts | None = None,
+        variants: tuple[dict[str, dict[str, list[WorkloadRun]]], dict[str, str]] = ({}, {}),
     ) -> BenchReport:
         """``remote``: a path ran on a server, so this machine's roofs say nothing of it."""
         from backend.bench.roofs import bandwidth_roof_tokens_per_s, compute_roof_tokens_per_s
@@ -97,6 +101,8 @@ class BenchReport:
             "weight_bytes_per_token": costs.weight_bytes_per_token,
         }
         lengths = _probe_lengths(settings) if step_costs is not None else {}
+        every = {**{name: run.workloads for name, run in paths.items()}, **variants[0]}
+        tried = variant_rows(every, variants[1], options, _parity_over) if any(variants) else []
         return cls(
             meta,
             rows,
@@ -110,6 +116,7 @@ class BenchReport:
             schedule,
             step_costs,
             lengths,
+            tried,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -125,6 +132,7 @@ class BenchReport:
             "speculative_acceptance": self.acceptance,
             "peak_memory_gib": self.memory_gib,
             "step_costs": None if self.step_costs is None else self._step_costs_json(),
+            "attention_variants": [variant.to_json() for variant in self.variants],
             "paths": {
                 name: {
                     "engine_args": _plain(run.engine_args),
@@ -183,6 +191,7 @@ class BenchReport:
         ]
         if divergences:
             lines += ["", "First divergences (baseline vs optimized):", *divergences]
+        lines += variants_markdown(self.variants)
         if costs:
             lines += ["", costs.rstrip("\n")]
         return "\n".join(lines) + "\n"

@@ -27,6 +27,7 @@ from backend.bench.options import BENCH_LOG, BenchOptions, Progress, is_throughp
 from backend.bench.peer import PeerRun
 from backend.bench.report import BenchReport, PathRun
 from backend.bench.request_sets import prompt_sets
+from backend.bench.variants import attention_variants
 from backend.bench.workload_runs import BenchPrompt, WorkloadRun, run_chat, run_sequential, run_throughput
 from backend.bench.workloads import Workloads, load_workloads
 from backend.config.settings import Settings
@@ -327,6 +328,9 @@ async def run_bench(
             if options.workloads
             else ({name: {} for name in measured}, "no workloads: step costs only")
         )
+    variants = await attention_variants(
+        source, settings, options, configs, plan, bool(servers), workloads, progress, log_dir
+    )
     paths = {
         name: PathRun(name, runs[name], *_path_setup(name, config, servers))
         for name, config in measured.items()
@@ -349,6 +353,7 @@ async def run_bench(
         schedule=schedule,
         remote=bool(servers),
         step_costs=step_costs,
+        variants=variants,
     )
 
 

@@ -4,8 +4,10 @@ vLLM's dynamic speculative decoding (``num_speculative_tokens_per_batch_size``) 
 drafts a step proposes, by the number of running requests, in the scheduler's ``dynamic_sd_lookup``
 list, which it builds once at start. Where the engine's environment sets
 ``GEMMA_CHAT_DRAFT_SCHEDULE=1`` (the optimized path does on a CPU when it may speculate), the engine
-core gains a utility method, ``gemma_chat_set_drafts(drafts, up_to)``, that rewrites that list: up to
-``up_to`` running requests a step proposes ``drafts`` (at most the configured number), above it none.
+core gains a utility method, ``gemma_chat_set_drafts(drafts, up_to, then)``, that rewrites that list: up
+to ``up_to`` running requests a step proposes ``drafts`` (at most the configured number), then each
+further step ``[up_to, drafts]`` of ``then`` in turn (what ``profiles --measure`` measured by load),
+above the last none.
 The app calls it through vLLM's own utility channel to the engine core (``call_utility_async``),
 between requests: the first start measures each number of drafts on the one engine it started, and
 every start applies what was decided. Drafts never decide a token (verification keeps the target's),
@@ -15,6 +17,7 @@ so no setting of the list can change a reply. Standard library only until vLLM's
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from backend.compat.after_import import after_import
@@ -25,12 +28,16 @@ METHOD = "gemma_chat_set_drafts"
 _PATCHED = "_gemma_chat_draft_schedule"
 
 
-def rewrite(lookup: list[int], configured: int, drafts: int, up_to: int) -> list[int]:
-    """``lookup`` (index: running requests) rewritten in place: ``drafts`` (at most ``configured``)
-    up to ``up_to`` requests, 0 above; the entries from 1 returned."""
-    drafts = max(0, min(int(drafts), configured))
+def rewrite(
+    lookup: list[int], configured: int, drafts: int, up_to: int, then: Sequence[Sequence[int]] = ()
+) -> list[int]:
+    """``lookup`` (index: running requests) rewritten in place: ``drafts`` up to ``up_to``
+    requests, then each ``(up_to, drafts)`` of ``then`` (every count at most ``configured``), 0
+    above the last; the entries from 1 returned."""
+    steps = [(int(up_to), int(drafts)), *((int(u), int(d)) for u, d in then)]
     for batch in range(1, len(lookup)):
-        lookup[batch] = drafts if batch <= up_to else 0
+        count = next((d for u, d in steps if batch <= u), 0)
+        lookup[batch] = max(0, min(count, configured))
     return lookup[1:]
 
 
@@ -38,12 +45,14 @@ def patch(module: Any) -> None:
     if os.environ.get(ENV) != "1" or getattr(module, _PATCHED, False):
         return
 
-    def gemma_chat_set_drafts(self: Any, drafts: int, up_to: int) -> list[int]:
+    def gemma_chat_set_drafts(
+        self: Any, drafts: int, up_to: int, then: Sequence[Sequence[int]] = ()
+    ) -> list[int]:
         scheduler = self.scheduler
         lookup = getattr(scheduler, "dynamic_sd_lookup", None)
         if lookup is None:
             raise RuntimeError("this engine has no speculation schedule to change")
-        return rewrite(lookup, int(scheduler.num_spec_tokens), drafts, up_to)
+        return rewrite(lookup, int(scheduler.num_spec_tokens), drafts, up_to, then)
 
     setattr(module.EngineCore, METHOD, gemma_chat_set_drafts)
     setattr(module, _PATCHED, True)

@@ -71,11 +71,20 @@ SLIDING_FLASH_ATTENTION: dict[str, object] = {"backend_per_kind": {"sliding_wind
 512-dim full layers left on Triton. A candidate to measure on cards where vLLM runs Triton for all."""
 
 
+FULL_FLASHINFER: dict[str, object] = {"backend_per_kind": {"full_attention": "FLASHINFER"}}
+FULL_FLEX_ATTENTION: dict[str, object] = {"backend_per_kind": {"full_attention": "FLEX_ATTENTION"}}
+"""The other backends vLLM 0.32 offers for Gemma 4's 512-dim full layers on Ampere and Ada
+(FlashInfer lists head_dim 512; FlexAttention takes any), the sliding layers left as vLLM chose.
+Per layer kind, not ``backend``: the drafter's sliding layers keep Triton, the one backend vLLM's
+Gemma 4 proposer gives them (``backend.compat.drafter_attention``)."""
+
+
 def attention_candidates(
     capability: tuple[int, int], fa4_available: bool | None = None
 ) -> list[dict[str, object]]:
     """``attention_config`` values worth measuring on a card: vLLM's own choice (``{}``) first, and
-    on Triton cards FlashAttention for the sliding layers (``profiles --measure`` measures them)."""
+    on Triton cards FlashAttention for the sliding layers and FlashInfer or FlexAttention for the
+    full ones (``profiles --measure`` measures them, ``bench`` gives each its rows)."""
     if "TRITON" in expected_attention(capability, fa4_available):
-        return [{}, SLIDING_FLASH_ATTENTION]
+        return [{}, SLIDING_FLASH_ATTENTION, FULL_FLASHINFER, FULL_FLEX_ATTENTION]
     return [{}]

@@ -16,9 +16,10 @@ Drafts: a verifying step reads the weights once for ``1 + k`` tokens a request; 
 the card waits on memory and drafts are nearly free, with many it is compute-bound and each
 rejected draft is work thrown away. ``draft_schedule`` keeps the path's drafts up to
 ``FULL_DRAFTS_UP_TO`` running requests, one draft up to ``ONE_DRAFT_UP_TO``, none above (vLLM's
-``num_speculative_tokens_per_batch_size``). The thresholds are estimates from that reasoning, not
-measured on a card: no card was at hand (docs/gpu.md says how to measure them). Tokens cannot
-move with them: drafts only decide how many tokens a step may accept.
+``num_speculative_tokens_per_batch_size``). Those thresholds are estimates from that reasoning;
+``profiles --measure`` measures them on the card (``backend.engine.speculation.by_load``), and a
+measured schedule replaces them (``gpu_draft_schedule``). Tokens cannot move with them: drafts only
+decide how many tokens a step may accept.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from pathlib import Path
 from backend.engine.footprint import kv_bytes_per_request
 from backend.engine.gpu_window import PAGE_MARGIN, kv_room
 from backend.engine.memory_plan import MemoryPlan
+from backend.engine.speculation.by_load import describe_steps, vllm_schedule
+from backend.engine.speculation.choice import SpeculationChoice
 
 TYPICAL_TOKENS = 2048
 MOST_SEQS = 256
@@ -85,3 +88,14 @@ def draft_schedule_why(drafts: int) -> str:
         "(a busy card is compute-bound: rejected drafts are work thrown away; thresholds estimated, "
         "not measured on a card)"
     )
+
+
+def gpu_draft_schedule(
+    drafts: int, max_num_seqs: int, measured: SpeculationChoice | None
+) -> tuple[list[list[int]], str]:
+    """The optimized GPU engine's drafts by running requests, with why: measured by load where
+    ``profiles --measure`` did, else the estimated thresholds (``draft_schedule``)."""
+    if measured is not None and measured.method != "none" and measured.by_load is not None:
+        steps = measured.by_load
+        return vllm_schedule(steps, max_num_seqs), f"; by load, measured here: {describe_steps(steps)}"
+    return draft_schedule(drafts, max_num_seqs), draft_schedule_why(drafts)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from backend.compat.draft_schedule import ENV as DRAFT_SCHEDULE_ENV
 from backend.compat.live_spec_metrics import ENV as LIVE_SPEC_METRICS_ENV
 from backend.compat.uni_worker import ENV as UNI_WORKER_ENV
 from backend.config.settings import EngineSettings
@@ -24,7 +25,7 @@ from backend.engine.compile_cache import with_graph_key
 from backend.engine.cpu_env import optimized_cpu_env, speculating_cpu_env
 from backend.engine.gpu import GpuRefused
 from backend.engine.gpu_args import exact_attention, gpu_arguments, gpu_env
-from backend.engine.gpu_batch import BATCHED_TOKENS, batch_limits, draft_schedule, draft_schedule_why
+from backend.engine.gpu_batch import BATCHED_TOKENS, batch_limits, gpu_draft_schedule
 from backend.engine.gpu_window import card_window, model_max_len
 from backend.engine.kv_size import cpu_kv_cache
 from backend.engine.memory_plan import MemoryPlan
@@ -271,6 +272,7 @@ def engine_config(
     if exact is not None:
         args["attention_config"] = exact
     notes: tuple[str, ...] = ()
+    measured: SpeculationChoice | None = None
     if profile == EngineProfile.optimized():
         speculative, notes, measured, drafts = _optimized_speculation(source, settings, gpu)
         if gpu and measured is not None and (attention := measured.attention_config()):
@@ -287,12 +289,16 @@ def engine_config(
     if speculative is not None:
         spec, why = speculative
         if plan is not None and profile.name == "optimized":
-            seqs = int(args["max_num_seqs"].value)
-            spec = {
-                **spec,
-                "num_speculative_tokens_per_batch_size": draft_schedule(spec["num_speculative_tokens"], seqs),
-            }
-            why += draft_schedule_why(int(spec["num_speculative_tokens"]))
+            schedule, schedule_why = gpu_draft_schedule(
+                int(spec["num_speculative_tokens"]), int(args["max_num_seqs"].value), measured
+            )
+            spec = {**spec, "num_speculative_tokens_per_batch_size": schedule}
+            why += schedule_why
+            env[DRAFT_SCHEDULE_ENV] = Argument(
+                1,
+                "the number of drafts a step proposes can be set while the engine runs: "
+                "`profiles --measure` measures drafts by load on this engine (drafts never change a token)",
+            )
         if profile.name == "optimized":  # on a CPU and a GPU alike
             env[LIVE_SPEC_METRICS_ENV] = Argument(
                 1,

@@ -126,10 +126,13 @@ class VllmEngine:
         say("ready")
         return self.info
 
-    async def set_drafts(self, drafts: int, up_to: int) -> None:
-        """Steps of up to ``up_to`` running requests propose ``drafts`` drafts (``draft_schedule``)."""
+    async def set_drafts(self, drafts: int, up_to: int, then: tuple[tuple[int, int], ...] = ()) -> None:
+        """Steps of up to ``up_to`` running requests propose ``drafts`` drafts, then each further
+        ``(up_to, drafts)`` of ``then``, none above (``draft_schedule``)."""
         if self._llm is not None:
-            await self._answer(self._llm.engine_core.call_utility_async(draft_schedule.METHOD, drafts, up_to))
+            steps = [list(step) for step in then]
+            call = self._llm.engine_core.call_utility_async(draft_schedule.METHOD, drafts, up_to, steps)
+            await self._answer(call)
 
     def _imports(self) -> None:
         """The early engine core first (it imports beside this process), then vLLM, one thread at a time."""

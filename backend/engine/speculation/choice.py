@@ -20,6 +20,7 @@ engine environment, and the ``optimized`` profile uses it from then on.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import platform
@@ -135,6 +136,12 @@ class SpeculationChoice:
     count of drafts on the optimized engine itself, within the first start's budget)."""
     reason: str = ""
     """Why no candidate could be chosen where that is not a measured figure (the budget ran out)."""
+    by_load: tuple[tuple[int, int], ...] | None = None
+    """Drafts a step by running requests, ``((up_to, drafts), ...)``, none above the last, as
+    ``profiles --measure`` measured them on the optimized engine (``by_load``); None: not measured
+    (the path's estimated thresholds apply)."""
+    load_figures: tuple[str, ...] = ()
+    """Each measured level's figures, for ``profiles``."""
 
     def verdict(self) -> str:
         """One line for the status bar and ``profiles``: ``MTP ×3, measured 1.31x here`` or
@@ -183,8 +190,18 @@ class SpeculationChoice:
             return f"measured: none — {self.reason} ({figures})"
         return (
             f"measured: {self.method} with {self.drafts} drafts, {self.speedup:.2f}x one request "
-            f"({self.speedup_low:.2f}–{self.speedup_high:.2f} over the prompts){attention} ({figures})"
+            f"({self.speedup_low:.2f}–{self.speedup_high:.2f} over the prompts){attention}"
+            f"{self.by_load_text()} ({figures})"
         )
+
+    def by_load_text(self) -> str:
+        """``; by load (measured): 3 drafts up to 16 running requests, …`` ("" where not measured)."""
+        if self.by_load is None:
+            return ""
+        from backend.engine.speculation.by_load import describe_steps
+
+        figures = f" [{'; '.join(self.load_figures)}]" if self.load_figures else ""
+        return f"; by load (measured): {describe_steps(self.by_load)}{figures}"
 
     def attention_config(self) -> dict[str, Any] | None:
         """The measured ``attention_config`` for the optimized path (None: leave vLLM's choice)."""
@@ -218,7 +235,21 @@ class SpeculationChoice:
             float(doc.get("attention_speedup", 1.0)),
             str(doc.get("measured_by", "profiles --measure")),
             str(doc.get("reason", "")),
+            _steps(doc.get("by_load")),
+            tuple(str(line) for line in doc.get("load_figures", ())),
         )
+
+
+def _steps(doc: Any) -> tuple[tuple[int, int], ...] | None:
+    """A stored by-load schedule: ``[[up_to, drafts], ...]``, ``up_to`` rising (``ValueError`` if not)."""
+    if doc is None:
+        return None
+    steps = tuple((int(up_to), int(drafts)) for up_to, drafts in doc)
+    if any(b[0] <= a[0] for a, b in itertools.pairwise(steps)) or any(
+        up_to < 1 or drafts < 1 for up_to, drafts in steps
+    ):
+        raise ValueError(f"by_load {doc!r} is not a schedule of rising limits with drafts")
+    return steps
 
 
 def attention_label(attention: str) -> str:

@@ -66,7 +66,7 @@ class DraftEngine(Protocol):
 
     def stream(self, request: EngineRequest) -> AsyncIterator[TurnEvent]: ...
 
-    async def set_drafts(self, drafts: int, up_to: int) -> None: ...
+    async def set_drafts(self, drafts: int, up_to: int, then: tuple[tuple[int, int], ...] = ()) -> None: ...
 
 
 @dataclass
@@ -108,8 +108,20 @@ async def settle_drafts(
         if not choice.reason:  # too little measured (a busy machine): the next start measures again
             store_choice(plan.key, choice)
     applies = choice.method == plan.method and choice.drafts <= plan.most
-    await engine.set_drafts(choice.drafts if applies else 0, plan.up_to)
+    steps = applied_steps(choice, plan) if applies else ()
+    first, *then = steps or ((plan.up_to, 0),)
+    await engine.set_drafts(first[1], first[0], tuple(then))
     return choice
+
+
+def applied_steps(choice: SpeculationChoice, plan: DraftPlan) -> tuple[tuple[int, int], ...]:
+    """Drafts by running requests for ``choice``: as ``profiles --measure`` measured them by load,
+    else the choice's drafts up to ``plan.up_to`` requests (none above either way)."""
+    if choice.method == "none":
+        return ()
+    if choice.by_load is not None:
+        return tuple((up_to, min(drafts, plan.most)) for up_to, drafts in choice.by_load)
+    return ((plan.up_to, choice.drafts),)
 
 
 async def with_drafts_settled(

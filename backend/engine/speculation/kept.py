@@ -31,6 +31,8 @@ def _checked(doc: Any) -> SpeculationChoice:
     low = 0 if choice.method == "none" else 1
     if not low <= choice.drafts <= MAX_DRAFTS:
         raise ValueError(f"drafts {choice.drafts} is outside {low}..{MAX_DRAFTS}")
+    if any(drafts > MAX_DRAFTS for _, drafts in choice.by_load or ()):
+        raise ValueError(f"by_load {choice.by_load} drafts more than {MAX_DRAFTS}")
     if choice.attention:
         config = json.loads(choice.attention)
         if not isinstance(config, dict):

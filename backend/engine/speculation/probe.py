@@ -34,6 +34,7 @@ from backend.engine.profiles import Argument, EngineConfig, EngineProfile, engin
 from backend.engine.prompt_sets import parity_prompts
 from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
 from backend.engine.quiet import settle
+from backend.engine.speculation.by_load import default_levels, with_drafts_by_load
 from backend.engine.speculation.choice import (
     PROBE_DRAFTS,
     ProbeRun,
@@ -156,13 +157,16 @@ async def measure_speculation(
     rounds: int = PROBE_ROUNDS,
     store: bool = True,
     attention: Sequence[dict[str, object]] | None = None,
+    load_levels: Sequence[int] | None = None,
 ) -> SpeculationChoice:
     """Probe this model on this machine, store the choice for the optimized path, and return it.
 
     Speculation first (every candidate on vLLM's attention); then, where vLLM runs Gemma 4 on
     Triton (``attention_candidates``; or ``attention`` given), each other ``attention_config`` with
     the chosen speculation. A candidate whose greedy tokens differ from no speculation's on vLLM's
-    attention, on any prompt, is measured and reported but never chosen."""
+    attention, on any prompt, is measured and reported but never chosen. Last, with drafts chosen,
+    how they should fall as requests run at once (``by_load``; ``load_levels``: the levels, () for
+    none, None for this machine's)."""
     renderer = PromptRenderer.for_model(str(source.path))
     sampling = SamplingSettings(max_tokens=PROBE_TOKENS, temperature=0.0, seed=0, ignore_eos=True)
     chosen = [p for p in parity_prompts(frozenset({"text"})) if not p.history][:prompts]
@@ -183,14 +187,26 @@ async def measure_speculation(
     if store:  # kept now: a failure among the attention candidates below loses nothing
         store_choice(key, choice)
     others = list(probe_attention(source, settings) if attention is None else attention)
+    base = next(c for c in candidates if (c.method, c.drafts) == (choice.method, choice.drafts))
     if others:
-        base = next(c for c in candidates if (c.method, c.drafts) == (choice.method, choice.drafts))
         tried = [_with_attention(base, config) for config in others]
         say(f"attention: {len(tried)} candidate(s) with {base.label}, against vLLM's own")
         await _measure(tried, requests, rounds, log_dir, say)
         measured = [c.run(reference) for c in tried if not c.failed]
         if measured:
             choice = choose_attention(choice, base.run(reference), measured)
+            if store:
+                store_choice(key, choice)
+    levels = default_levels(base.config) if load_levels is None else tuple(load_levels)
+    if choice.method != "none" and levels:
+        loaded = _with_attention(base, json.loads(choice.attention)) if choice.attention else base
+        log = log_dir / PROBE_LOG
+        try:
+            choice = await with_drafts_by_load(source, loaded.config, choice, levels, log, say)
+        except Exception as error:  # the choice for one request stands; the estimates stay
+            text = error.problem if isinstance(error, GemmaChatError) else f"{type(error).__name__}: {error}"
+            say(f"drafts by load: failed, the estimated thresholds stay — {text}")
+        else:
             if store:
                 store_choice(key, choice)
     return choice

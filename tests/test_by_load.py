@@ -1,0 +1,170 @@
+"""Drafts by load: the rule on measured levels, its schedule as vLLM reads it, the engine core's
+rewrite of its lookup, the kept choice, and where the optimized path applies it (CPU start, GPU
+arguments). The measuring on the real engine is in ``tests/test_first_start_engine.py``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import pytest
+
+from backend.compat.draft_schedule import rewrite
+from backend.config.settings import EngineSettings
+from backend.engine.gpu import described_gpu
+from backend.engine.metrics import TurnMetrics
+from backend.engine.model_source import ModelSource, resolve
+from backend.engine.placement import plan_for
+from backend.engine.profiles import EngineProfile, engine_config
+from backend.engine.protocol import EngineRequest, Finished, TurnEvent
+from backend.engine.speculation.by_load import (
+    LoadLevel,
+    choose_by_load,
+    describe_steps,
+    measure_by_load,
+    vllm_schedule,
+)
+from backend.engine.speculation.choice import SpeculationChoice, choice_key
+from backend.engine.speculation.first_start import DraftPlan, settle_drafts
+from backend.engine.speculation.kept import store_choice, stored_choice
+from backend.gemma4.messages import PromptRenderer
+from tests.e2b_folder import make_e2b_folder
+
+
+def _level(requests: int, rates: dict[int, float], differs: tuple[int, ...] = ()) -> LoadLevel:
+    level = LoadLevel(requests)
+    for drafts, rate in rates.items():
+        level.rates[drafts] = [rate * 0.98, rate, rate * 1.01]
+        level.tokens[drafts] = [(1, 2, 3 + (drafts in differs))] * requests
+    return level
+
+
+LIKE_A_CARD = [
+    _level(1, {0: 100, 1: 150, 3: 210}),
+    _level(4, {0: 380, 1: 520, 3: 650}),
+    _level(16, {0: 1400, 1: 1700, 3: 1650}),
+    _level(64, {0: 4000, 1: 4100, 3: 3300}),
+    _level(256, {0: 9000, 1: 8200, 3: 6000}),
+]
+"""Made up, the way a memory-bound card turns compute-bound (not a measurement)."""
+
+
+def test_drafts_fall_where_they_stop_paying_and_never_rise_again() -> None:
+    steps = choose_by_load(LIKE_A_CARD)
+    assert steps == ((4, 3), (16, 1)), "1 at 16 (3 is no faster), none at 64 (1 is under 5% faster)"
+    assert describe_steps(steps) == "3 drafts up to 4 running requests, 1 up to 16, none above"
+    rising = [*LIKE_A_CARD[:2], _level(16, {0: 100, 1: 200, 3: 100}), _level(64, {0: 100, 1: 120, 3: 300})]
+    assert choose_by_load(rising) == ((4, 3), (64, 1)), (
+        "3 is fastest at 64, but a level never drafts more than the one below"
+    )
+
+
+def test_a_count_that_changes_a_token_at_a_level_is_not_chosen_there() -> None:
+    levels = [_level(1, {0: 100, 1: 150, 3: 210}, differs=(3,)), _level(4, {0: 380, 1: 390, 3: 650})]
+    assert choose_by_load(levels) == ((1, 1),), "3 changed a token at 1; 1 is under 5% faster at 4"
+    assert "(tokens differ)" in levels[0].describe()
+    assert choose_by_load([_level(1, {0: 100, 1: 101, 3: 102})]) == (), "nothing pays: no drafts"
+
+
+def test_the_schedule_is_one_vllm_reads_to_the_batch_limit() -> None:
+    from vllm.v1.spec_decode.dynamic.utils import build_dynamic_sd_schedule_lookup
+
+    steps = ((4, 3), (16, 1))
+    for seqs in (256, 10, 3):
+        schedule = vllm_schedule(steps, seqs)
+        lookup = build_dynamic_sd_schedule_lookup(schedule, seqs, 3)
+        expected = [3 if n <= 4 else 1 if n <= 16 else 0 for n in range(1, seqs + 1)]
+        assert lookup[1:] == expected, (seqs, schedule)
+
+
+def test_the_engine_core_rewrites_its_lookup_step_by_step() -> None:
+    lookup = [0] * 21
+    assert rewrite(lookup, 3, 3, 4, [[16, 1]]) == [3] * 4 + [1] * 12 + [0] * 4
+    assert rewrite(lookup, 2, 3, 2) == [2, 2] + [0] * 18, "never more than the engine was started with"
+
+
+def test_a_measured_schedule_is_kept_and_a_forged_one_sets_the_file_aside(
+    gemma_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GEMMA_CHAT_SPECULATION_CHOICES", str(tmp_path / "choices.json"))
+    choice = SpeculationChoice("mtp", 3, 1.4, 1.3, 1.5, (), by_load=((4, 3), (16, 1)), load_figures=("x",))
+    store_choice("k", choice)
+    assert stored_choice("k") == choice
+    assert "by load (measured): 3 drafts up to 4 running requests, 1 up to 16, none above [x]" in (
+        choice.describe()
+    )
+    store_choice("k", replace(choice, by_load=((16, 3), (4, 1))))
+    assert stored_choice("k") is None, "falling limits: not a schedule the measuring writes"
+
+
+@dataclass
+class Loaded:
+    """An engine whose steps get slower with drafts as more requests run (made-up costs)."""
+
+    drafts: int = 0
+    calls: list[tuple[int, int, tuple[tuple[int, int], ...]]] = field(default_factory=list)
+    running: int = 0
+
+    async def set_drafts(self, drafts: int, up_to: int, then: tuple[tuple[int, int], ...] = ()) -> None:
+        self.drafts = drafts
+        self.calls.append((drafts, up_to, then))
+
+    async def stream(self, request: EngineRequest) -> AsyncIterator[TurnEvent]:
+        yield Finished(request.request_id, "x", (1, 2, 3), TurnMetrics(), "length")
+
+
+async def test_measuring_takes_turns_and_leaves_the_engine_without_drafts(
+    tiny_source: ModelSource,
+) -> None:
+    renderer = PromptRenderer.for_model(str(tiny_source.path))
+    engine = Loaded()
+    ticks = iter(range(10_000))
+    said: list[str] = []
+    levels = await measure_by_load(
+        engine, 3, (4, 1), renderer, said.append, rounds=2, tokens=8, clock=lambda: float(next(ticks))
+    )
+    assert [level.requests for level in levels] == [1, 4]
+    assert all(sorted(level.rates) == [0, 1, 3] and len(level.rates[3]) == 2 for level in levels)
+    assert levels[1].rates[0][0] == pytest.approx(4 * 3), "aggregate: every request's tokens over the wall"
+    assert [call[0] for call in engine.calls[:3]] == [0, 1, 3] and [c[0] for c in engine.calls[3:6]] == [
+        1,
+        3,
+        0,
+    ]
+    assert {call[1] for call in engine.calls} == {4}, "every level up to the highest drafts the count"
+    assert engine.calls[-1] == (0, 4, ()) and len(said) == 4
+
+
+async def test_the_cpu_start_applies_a_measured_schedule(tiny_source: ModelSource, gemma_home: Path) -> None:
+    renderer = PromptRenderer.for_model(str(tiny_source.path))
+    plan = DraftPlan("mtp", 4, "key-by-load-test", 4)
+    store_choice(plan.key, SpeculationChoice("mtp", 3, 1.4, 1.3, 1.5, (), by_load=((2, 3), (8, 1))))
+    engine = Loaded()
+    await settle_drafts(engine, plan, renderer, lambda _: None)
+    assert engine.calls == [(3, 2, ((8, 1),))]
+    store_choice(plan.key, None)
+
+
+def test_a_gpu_path_runs_the_measured_schedule(gemma_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import vllm.platforms
+
+    class Card:
+        def get_device_name(self) -> str:
+            return "NVIDIA L4"
+
+    monkeypatch.setattr(vllm.platforms, "_current_platform", Card())
+    source, settings = resolve(str(make_e2b_folder(gemma_home / "by-load-models"))), EngineSettings()
+    plan = plan_for(source, settings, described_gpu(24, (8, 9)))
+    key = choice_key(source, settings, gpu=True)
+    store_choice(key, SpeculationChoice("mtp", 3, 1.6, 1.5, 1.7, (), by_load=((8, 3), (32, 1))))
+    try:
+        config = engine_config(EngineProfile.optimized(), source, settings, 1, plan)
+    finally:
+        store_choice(key, None)
+    spec = config.args["speculative_config"]
+    seqs = int(config.args["max_num_seqs"].value)
+    assert spec.value["num_speculative_tokens"] == 3
+    assert spec.value["num_speculative_tokens_per_batch_size"] == vllm_schedule(((8, 3), (32, 1)), seqs)
+    assert "by load, measured here: 3 drafts up to 8 running requests, 1 up to 32" in spec.reason
+    assert config.env["GEMMA_CHAT_DRAFT_SCHEDULE"].value == 1, "profiles --measure can set drafts on it"
