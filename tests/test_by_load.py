@@ -168,3 +168,16 @@ def test_a_gpu_path_runs_the_measured_schedule(gemma_home: Path, monkeypatch: py
     assert spec.value["num_speculative_tokens_per_batch_size"] == vllm_schedule(((8, 3), (32, 1)), seqs)
     assert "by load, measured here: 3 drafts up to 8 running requests, 1 up to 32" in spec.reason
     assert config.env["GEMMA_CHAT_DRAFT_SCHEDULE"].value == 1, "profiles --measure can set drafts on it"
+
+
+def test_profiles_names_a_measured_cpu_schedule(tiny_source: ModelSource, gemma_home: Path) -> None:
+    settings = EngineSettings()
+    key = choice_key(tiny_source, settings, gpu=False)
+    store_choice(key, SpeculationChoice("mtp", 3, 1.4, 1.3, 1.5, (), by_load=((2, 3), (8, 1))))
+    try:
+        config = engine_config(EngineProfile.optimized(), tiny_source, settings)
+    finally:
+        store_choice(key, None)
+    schedule = "by load (measured): 3 drafts up to 2 running requests, 1 up to 8, none above"
+    assert schedule in config.notes[0] and schedule in config.args["speculative_config"].reason
+    assert "off above 4 running requests" not in config.args["speculative_config"].reason

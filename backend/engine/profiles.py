@@ -164,7 +164,9 @@ def _optimized_speculation(
         most = max(AUTO_MOST_DRAFTS, choice.drafts if choice is not None else 0)
         plan = DraftPlan(drafter, most, key, CPU_SPECULATION_MAX_BATCH)
         spec = _speculative(EngineProfile("optimized", "auto", drafter, most), source, gpu)  # type: ignore[arg-type]
-        note = choice.verdict() if choice is not None else FIRST_START_NOTE
+        note = (
+            choice.verdict() + choice.by_load_text(figures=False) if choice is not None else FIRST_START_NOTE
+        )
         return spec, (note,), choice, plan
     choice = stored_choice(key)
     if choice is not None:
@@ -309,7 +311,12 @@ def engine_config(
         if not gpu:
             schedule = _cpu_speculation_schedule(spec, drafts is not None)
             spec = {**spec, "num_speculative_tokens_per_batch_size": schedule}
-            why += f"; off above {CPU_SPECULATION_MAX_BATCH} running requests (CPU is compute-bound there)"
+            if drafts is not None and measured is not None and measured.by_load is not None:
+                why += measured.by_load_text(figures=False)
+            else:
+                why += (
+                    f"; off above {CPU_SPECULATION_MAX_BATCH} running requests (CPU is compute-bound there)"
+                )
             if drafts is not None:
                 why += (
                     f"; at most {drafts.most} drafts: how many a step proposes (0 to {drafts.most}) is "

@@ -194,14 +194,15 @@ class SpeculationChoice:
             f"{self.by_load_text()} ({figures})"
         )
 
-    def by_load_text(self) -> str:
-        """``; by load (measured): 3 drafts up to 16 running requests, …`` ("" where not measured)."""
+    def by_load_text(self, figures: bool = True) -> str:
+        """``; by load (measured): 3 drafts up to 16 running requests, …`` ("" where not measured),
+        with each level's figures unless ``figures`` is False."""
         if self.by_load is None:
             return ""
         from backend.engine.speculation.by_load import describe_steps
 
-        figures = f" [{'; '.join(self.load_figures)}]" if self.load_figures else ""
-        return f"; by load (measured): {describe_steps(self.by_load)}{figures}"
+        shown = f" [{'; '.join(self.load_figures)}]" if figures and self.load_figures else ""
+        return f"; by load (measured): {describe_steps(self.by_load)}{shown}"
 
     def attention_config(self) -> dict[str, Any] | None:
         """The measured ``attention_config`` for the optimized path (None: leave vLLM's choice)."""
