@@ -54,6 +54,7 @@ def test_drafts_fall_where_they_stop_paying_and_never_rise_again() -> None:
     steps = choose_by_load(LIKE_A_CARD)
     assert steps == ((4, 3), (16, 1)), "1 at 16 (3 is no faster), none at 64 (1 is under 5% faster)"
     assert describe_steps(steps) == "3 drafts up to 4 running requests, 1 up to 16, none above"
+    assert describe_steps(((1, 1), (8, 1))) == "1 draft up to 1 running request, 1 up to 8, none above"
     rising = [*LIKE_A_CARD[:2], _level(16, {0: 100, 1: 200, 3: 100}), _level(64, {0: 100, 1: 120, 3: 300})]
     assert choose_by_load(rising) == ((4, 3), (64, 1)), (
         "3 is fastest at 64, but a level never drafts more than the one below"

@@ -20,7 +20,8 @@ class CpuClass:
 EVERY_CPU = (
     "the model worker inside the engine-core process (vLLM's worker OpenMP threads and binding), "
     "no spinning between steps, one worker call per step; "
-    "speculation where `profiles --measure` found it pays"
+    "speculation decided at its first start by measuring 0–4 drafts on the engine itself, kept only "
+    "where it pays (`profiles --measure` measures fully, drafts by load included)"
 )
 """What the optimized path adds on any CPU."""
 

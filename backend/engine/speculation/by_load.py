@@ -111,7 +111,9 @@ def describe_steps(steps: Steps) -> str:
     """``3 drafts up to 16 running requests, 1 up to 64, none above``."""
     if not steps:
         return "no drafts at any measured load"
-    parts = [f"{steps[0][1]} drafts up to {steps[0][0]} running requests"]
+    first_drafts, first_up_to = steps[0][1], steps[0][0]
+    drafts = f"{first_drafts} draft{'s' if first_drafts != 1 else ''}"
+    parts = [f"{drafts} up to {first_up_to} running request{'s' if first_up_to != 1 else ''}"]
     parts += [f"{drafts} up to {up_to}" for up_to, drafts in steps[1:]]
     return ", ".join(parts) + ", none above"
 
