@@ -11,7 +11,8 @@ for ``rounds`` rounds; a count's figure at a level is the median of its aggregat
 
 The rule (``choose_by_load``), level by level from the lowest: the fastest count whose greedy
 tokens are no drafts' at that level, where a count with more drafts must beat the one with fewer
-by ``MIN_GAIN`` to be preferred; drafts never rise with load (a level's count is at most the
+in every round and by ``MIN_GAIN`` on the median of the rounds' ratios to be preferred (one noisy
+round does not decide); drafts never rise with load (a level's count is at most the
 previous level's). The result is a schedule of steps ``(up_to, drafts)``: ``drafts`` a step up to
 ``up_to`` running requests (the highest level that chose it), none above the last step. The
 optimized path applies it (vLLM's ``num_speculative_tokens_per_batch_size``) in place of the
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
 LEVELS_GPU = (1, 4, 16, 64, 256)
 LEVELS_CPU = (1, 2, 4, 8)
 TOKENS = 48
-ROUNDS = 2
+ROUNDS = 3
 Steps = tuple[tuple[int, int], ...]
 """``((up_to, drafts), ...)``: ``drafts`` a step up to ``up_to`` running requests; none above the last."""
 
@@ -75,11 +76,20 @@ class LoadLevel:
     def diverged(self, drafts: int) -> bool:
         return self.tokens.get(drafts) != self.tokens.get(0)
 
+    def beats(self, more: int, fewer: int) -> bool:
+        """``more`` drafts beat ``fewer``: round by round (the counts ran back to back in each) the
+        ratio is above 1.0 every time and its median at least ``MIN_GAIN``."""
+        ratios = [
+            a / b for a, b in zip(self.rates.get(more, []), self.rates.get(fewer, []), strict=False) if b > 0
+        ]
+        return bool(ratios) and min(ratios) > 1.0 and statistics.median(ratios) >= MIN_GAIN
+
     def best(self, most: int) -> int:
-        """The fastest count up to ``most`` keeping the tokens, more drafts only by ``MIN_GAIN``."""
+        """The count up to ``most`` keeping the tokens that beats every count with fewer drafts it
+        was chosen over (``beats``), more drafts only so."""
         chosen = 0
         for drafts in sorted(d for d in self.rates if 0 < d <= most):
-            if not self.diverged(drafts) and self.rate(drafts) >= MIN_GAIN * self.rate(chosen):
+            if not self.diverged(drafts) and self.beats(drafts, chosen):
                 chosen = drafts
         return chosen
 
