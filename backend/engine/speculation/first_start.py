@@ -103,7 +103,7 @@ async def settle_drafts(
     """Apply the choice kept for ``plan``'s model and machine, measuring it first where none is."""
     choice = stored_choice(plan.key)
     if choice is None:
-        say(f"measuring speculation here (first start: 0–{plan.most} drafts, ≤{budget_s:.0f} s)")
+        say(measuring_stage(budget_s))
         choice = await decide(engine, plan, renderer, budget_s=budget_s, rounds=rounds, prompts=prompts)
         if not choice.reason:  # too little measured (a busy machine): the next start measures again
             store_choice(plan.key, choice)
@@ -122,6 +122,12 @@ def applied_steps(choice: SpeculationChoice, plan: DraftPlan) -> tuple[tuple[int
     if choice.by_load is not None:
         return tuple((up_to, min(drafts, plan.most)) for up_to, drafts in choice.by_load)
     return ((plan.up_to, choice.drafts),)
+
+
+def measuring_stage(budget_s: float = BUDGET_S) -> str:
+    """The start's stage while it measures the drafts, short enough for the status bar
+    beside the start's clock in a 110-column terminal (the bar drops a detail that does not fit)."""
+    return f"measuring speculation ≤{budget_s:.0f} s"
 
 
 async def with_drafts_settled(
