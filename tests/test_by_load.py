@@ -18,16 +18,11 @@ from backend.engine.model_source import ModelSource, resolve
 from backend.engine.placement import plan_for
 from backend.engine.profiles import EngineProfile, engine_config
 from backend.engine.protocol import EngineRequest, Finished, TurnEvent
-from backend.engine.speculation.by_load import (
-    LoadLevel,
-    choose_by_load,
-    describe_steps,
-    measure_by_load,
-    vllm_schedule,
-)
+from backend.engine.speculation.by_load import measure_by_load
 from backend.engine.speculation.choice import SpeculationChoice, choice_key
 from backend.engine.speculation.first_start import DraftPlan, settle_drafts
 from backend.engine.speculation.kept import store_choice, stored_choice
+from backend.engine.speculation.load_rule import LoadLevel, choose_by_load, describe_steps, vllm_schedule
 from backend.gemma4.messages import PromptRenderer
 from tests.e2b_folder import make_e2b_folder
 

@@ -118,7 +118,7 @@ async def test_bench_on_an_a100_gives_each_other_attention_backend_its_rows(
     head sizes, alone after the table; one that fails is said and skipped; the report's rows set
     each against the optimized path on vLLM's attention, with parity against the baseline. The
     engines are stand-ins (the runs' own code is bench's, tested on real engines in test_bench.py)."""
-    from backend.bench import session, variants
+    from backend.bench import variants
     from backend.bench.options import BenchOptions
     from backend.bench.report import _parity_over
     from backend.bench.workload_runs import RequestResult, WorkloadRun
@@ -167,17 +167,17 @@ async def test_bench_on_an_a100_gives_each_other_attention_backend_its_rows(
         return None
 
     monkeypatch.setattr("backend.engine.vllm.VllmEngine", Stand)
-    monkeypatch.setattr(session, "run_interleaved", interleaved)
-    monkeypatch.setattr(session, "warm_up", nothing)
     said: list[str] = []
     options = BenchOptions(workloads=("single",), repetitions=2)
     runs, failed = await variants.measure_variants(
         source,
         configs,
         options,
-        None,
+        None,  # type: ignore[arg-type]
         lambda stage, *_: said.append(stage),
-        gemma_home,  # type: ignore[arg-type]
+        gemma_home,
+        nothing,
+        interleaved,  # type: ignore[arg-type]
     )
     assert set(failed) == {"optimized+full_attention on FLASHINFER"} and len(runs) == 2
     assert any("FLASHINFER: failed, skipped — FlashInfer has no kernel" in line for line in said), said

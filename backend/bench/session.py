@@ -328,8 +328,19 @@ async def run_bench(
             if options.workloads
             else ({name: {} for name in measured}, "no workloads: step costs only")
         )
+    remote = bool(servers)
     variants = await attention_variants(
-        source, settings, options, configs, plan, bool(servers), workloads, progress, log_dir
+        source,
+        settings,
+        options,
+        configs,
+        plan,
+        remote,
+        workloads,
+        progress,
+        log_dir,
+        warm_up,
+        run_interleaved,
     )
     paths = {
         name: PathRun(name, runs[name], *_path_setup(name, config, servers))

@@ -12,7 +12,7 @@ token parity with the baseline.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +33,12 @@ if TYPE_CHECKING:
     from backend.engine.parity import ParityReport
     from backend.engine.profiles import EngineConfig
 
+WarmUp = Callable[[Any, str, "BenchOptions", "Workloads", "Progress"], Awaitable[None]]
+RunAll = Callable[
+    [Mapping[str, Any], "BenchOptions", "Workloads", "Progress"],
+    Awaitable[dict[str, dict[str, list["WorkloadRun"]]]],
+]
+"""bench's ``warm_up`` and ``run_interleaved`` (``backend.bench.session``), passed in."""
 MARK = "optimized+"
 """A variant's path name: ``optimized+full_attention on FLASHINFER``."""
 
@@ -141,11 +147,13 @@ async def measure_variants(
     workloads: Workloads,
     progress: Progress,
     log_dir: Path,
+    warm_up: WarmUp,
+    run: RunAll,
 ) -> tuple[dict[str, dict[str, list[WorkloadRun]]], dict[str, str]]:
-    """Each variant's engine alone: started, warmed up, run as the paths were, shut down; the
-    runs, and why each variant that failed did (the others go on)."""
+    """Each variant's engine alone: started, ``warm_up``, ``run`` as the paths were (bench's own
+    functions, passed in), shut down; the runs, and why each variant that failed did (the others
+    go on)."""
     from backend.bench.options import BENCH_LOG
-    from backend.bench.session import run_interleaved, warm_up
     from backend.engine.vllm import VllmEngine
 
     runs: dict[str, dict[str, list[WorkloadRun]]] = {}
@@ -157,7 +165,7 @@ async def measure_variants(
             await engine.start()
             progress(f"{name}: starting the engine", 1, 1)
             await warm_up(engine, name, options, workloads, progress)
-            runs.update(await run_interleaved({name: engine}, options, workloads, progress))
+            runs.update(await run({name: engine}, options, workloads, progress))
         except Exception as error:  # any engine failure: this variant is out, the bench goes on
             why = error.problem if isinstance(error, GemmaChatError) else f"{type(error).__name__}: {error}"
             failed[name] = why
@@ -177,12 +185,13 @@ async def attention_variants(
     workloads: Workloads,
     progress: Progress,
     log_dir: Path,
+    warm_up: WarmUp,
+    run: RunAll,
 ) -> tuple[dict[str, dict[str, list[WorkloadRun]]], dict[str, str]]:
     """The optimized path with each other attention backend (``variants``), where this card has
     any: their runs, and why each that failed did."""
     tried = card_variants(plan, settings.engine.exact) if options.attention is None else options.attention
     if not tried or "optimized" not in configs or remote or not options.workloads:
         return {}, {}
-    return await measure_variants(
-        source, variant_configs(configs["optimized"], tried), options, workloads, progress, log_dir
-    )
+    configs = variant_configs(configs["optimized"], tried)
+    return await measure_variants(source, configs, options, workloads, progress, log_dir, warm_up, run)

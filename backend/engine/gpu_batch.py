@@ -30,8 +30,8 @@ from pathlib import Path
 from backend.engine.footprint import kv_bytes_per_request
 from backend.engine.gpu_window import PAGE_MARGIN, kv_room
 from backend.engine.memory_plan import MemoryPlan
-from backend.engine.speculation.by_load import describe_steps, vllm_schedule
 from backend.engine.speculation.choice import SpeculationChoice
+from backend.engine.speculation.load_rule import describe_steps, vllm_schedule
 
 TYPICAL_TOKENS = 2048
 MOST_SEQS = 256

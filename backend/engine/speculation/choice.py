@@ -29,6 +29,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from backend.engine.speculation.load_rule import describe_steps
+
 if TYPE_CHECKING:
     from backend.config.settings import EngineSettings
     from backend.engine.model_source import ModelSource
@@ -199,8 +201,6 @@ class SpeculationChoice:
         with each level's figures unless ``figures`` is False."""
         if self.by_load is None:
             return ""
-        from backend.engine.speculation.by_load import describe_steps
-
         shown = f" [{'; '.join(self.load_figures)}]" if figures and self.load_figures else ""
         return f"; by load (measured): {describe_steps(self.by_load)}{shown}"
 
