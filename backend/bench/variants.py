@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from backend.bench.rows import Row, figure, rows_for
 from backend.engine.argument import Argument
 from backend.engine.speculation.choice import attention_label
-from backend.errors import GemmaChatError
+from backend.errors import problem_of
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -167,8 +167,7 @@ async def measure_variants(
             await warm_up(engine, name, options, workloads, progress)
             runs.update(await run({name: engine}, options, workloads, progress))
         except Exception as error:  # any engine failure: this variant is out, the bench goes on
-            why = error.problem if isinstance(error, GemmaChatError) else f"{type(error).__name__}: {error}"
-            failed[name] = why
+            failed[name] = problem_of(error)
             progress(f"{name}: failed, skipped — {failed[name]}", 1, 1)
         finally:
             await engine.shutdown()

@@ -19,6 +19,12 @@ class GemmaChatError(Exception):
         super().__init__(f"{self.problem} {self.fix}".strip())
 
 
+def problem_of(error: BaseException) -> str:
+    """What went wrong, in one line: a ``GemmaChatError``'s problem, else the type and message
+    (where one failing part is reported and skipped while the others go on)."""
+    return error.problem if isinstance(error, GemmaChatError) else f"{type(error).__name__}: {error}"
+
+
 class ModelNotFound(GemmaChatError):
     """A model id that is neither a local directory nor in the local Hugging Face cache."""
 

@@ -27,7 +27,7 @@ from backend.engine.platform import on_gpu
 from backend.engine.prompt_sets import parity_prompts
 from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
 from backend.engine.speculation.load_rule import LoadLevel, Steps, choose_by_load, describe_steps
-from backend.errors import GemmaChatError
+from backend.engine.speculation.replies import final_reply
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -53,9 +53,11 @@ class LoadEngine(Protocol):
     async def set_drafts(self, drafts: int, up_to: int, then: Steps = ()) -> None: ...
 
 
-def load_requests(renderer: PromptRenderer, count: int, tag: str) -> list[EngineRequest]:
-    """``count`` greedy requests of ``TOKENS`` tokens over the parity set's text prompts."""
-    sampling = SamplingSettings(max_tokens=TOKENS, temperature=0.0, seed=0, ignore_eos=True)
+def load_requests(
+    renderer: PromptRenderer, count: int, tag: str, tokens: int = TOKENS
+) -> list[EngineRequest]:
+    """``count`` greedy requests of ``tokens`` tokens over the parity set's text prompts."""
+    sampling = SamplingSettings(max_tokens=tokens, temperature=0.0, seed=0, ignore_eos=True)
     prompts = [p for p in parity_prompts(frozenset({"text"})) if not p.history]
     made = [prompts[i % len(prompts)].request(renderer, sampling, tag=tag) for i in range(count)]
     return [replace(request, request_id=f"{request.request_id}-{i}") for i, request in enumerate(made)]
@@ -79,10 +81,7 @@ async def measure_by_load(
     top = max(levels)
     for level in sorted(levels):
         figures = LoadLevel(level)
-        asked = [
-            replace(r, sampling=replace(r.sampling, max_tokens=tokens))
-            for r in load_requests(renderer, level, f"load{level}-")
-        ]
+        asked = load_requests(renderer, level, f"load{level}-", tokens)
         for r in range(rounds):
             say(f"drafts by load: {level} at once, round {r + 1} of {rounds}")
             for j in range(len(counts)):
@@ -131,8 +130,7 @@ async def with_drafts_by_load(
     engine = VllmEngine(source, config, log_path=log_path)
     try:
         await engine.start()
-        warm = load_requests(renderer, 1, "load-warm-")[0]
-        await _finished(engine, replace(warm, sampling=replace(warm.sampling, max_tokens=8)))
+        await _finished(engine, load_requests(renderer, 1, "load-warm-", 8)[0])
         measured = await measure_by_load(
             engine, choice.drafts, levels, renderer, say, rounds=rounds, tokens=tokens
         )
@@ -144,9 +142,4 @@ async def with_drafts_by_load(
 
 
 async def _finished(engine: LoadEngine, request: EngineRequest) -> Finished:
-    events = [event async for event in engine.stream(request)]
-    final = events[-1] if events else None
-    if not isinstance(final, Finished):
-        detail = getattr(final, "message", type(final).__name__)
-        raise GemmaChatError(f"Measuring drafts by load failed: {detail}.", "See the engine's log.")
-    return final
+    return await final_reply(engine, request, "Measuring drafts by load failed", "See the engine's log.")

@@ -31,6 +31,7 @@ from backend.engine.prompt_sets import parity_prompts
 from backend.engine.protocol import EngineInfo, EngineRequest, Finished, SamplingSettings
 from backend.engine.speculation.choice import MIN_PAIRED, ProbeRun, SpeculationChoice, add_histogram, choose
 from backend.engine.speculation.kept import store_choice, stored_choice
+from backend.engine.speculation.replies import final_reply
 from backend.errors import EngineDied, GemmaChatError
 
 if TYPE_CHECKING:
@@ -212,12 +213,5 @@ async def _finished(engine: DraftEngine, request: EngineRequest, within_s: float
     if within_s <= 0:
         raise TimeoutError
 
-    async def collect() -> list[TurnEvent]:
-        return [event async for event in engine.stream(request)]
-
-    events = await asyncio.wait_for(collect(), within_s)
-    final = events[-1] if events else None
-    if not isinstance(final, Finished):
-        detail = getattr(final, "message", type(final).__name__)
-        raise GemmaChatError(f"Measuring speculation at the first start failed: {detail}.", "See its log.")
-    return final
+    reply = final_reply(engine, request, "Measuring speculation at the first start failed", "See its log.")
+    return await asyncio.wait_for(reply, within_s)

@@ -46,9 +46,10 @@ from backend.engine.speculation.choice import (
     choose_attention,
 )
 from backend.engine.speculation.kept import store_choice
+from backend.engine.speculation.replies import final_reply
 from backend.engine.stats import StepRecord
 from backend.engine.vllm import VllmEngine
-from backend.errors import GemmaChatError
+from backend.errors import GemmaChatError, problem_of
 from backend.gemma4.messages import PromptRenderer
 
 PROBE_LOG = "speculation-probe.log"
@@ -204,8 +205,7 @@ async def measure_speculation(
         try:
             choice = await with_drafts_by_load(source, loaded.config, choice, levels, log, say)
         except Exception as error:  # the choice for one request stands; the estimates stay
-            text = error.problem if isinstance(error, GemmaChatError) else f"{type(error).__name__}: {error}"
-            say(f"drafts by load: failed, the estimated thresholds stay — {text}")
+            say(f"drafts by load: failed, the estimated thresholds stay — {problem_of(error)}")
         else:
             if store:
                 store_choice(key, choice)
@@ -349,7 +349,7 @@ async def _isolated(candidate: _Candidate, say: Callable[[str], None], step: Awa
     try:
         return await step
     except Exception as error:  # any engine failure: the candidate is out, the probe goes on
-        text = error.problem if isinstance(error, GemmaChatError) else f"{type(error).__name__}: {error}"
+        text = problem_of(error)
         candidate.failed = text
         say(f"{candidate.label}: failed, skipped — {text}")
         return None
@@ -365,13 +365,8 @@ async def _start(candidate: _Candidate, log_dir: Path, warm_up: EngineRequest) -
 
 
 async def _finished(engine: VllmEngine, request: EngineRequest, candidate: _Candidate) -> Finished:
-    final = [event async for event in engine.stream(request)][-1]
-    if not isinstance(final, Finished):
-        detail = getattr(final, "message", type(final).__name__)
-        raise GemmaChatError(
-            f"The speculation probe's request failed on {candidate.label}: {detail}.", "See its log."
-        )
-    return final
+    failed = f"The speculation probe's request failed on {candidate.label}"
+    return await final_reply(engine, request, failed, "See its log.")
 
 
 async def _decode(candidate: _Candidate, engine: VllmEngine, request: EngineRequest, round_: int) -> None:
