@@ -3,7 +3,7 @@ KV, up to the model's maximum — not from the host's RAM (item 3); swap that sa
 card and in host memory, and stops engines where the host cannot hold a sleeping one (item 4); a
 12 GB card offered a tight run with the risk said (item 7); a speculation choice kept per card and
 per mode (item 1). E2B-shaped folder, described cards;
-vLLM's own config classes accept the arguments in ``tests/test_gpu_plan.py``'s faked platform."""
+vLLM's own config classes accept the arguments in ``tests/test_gpu_vllm_config.py``'s faked platform."""
 
 from __future__ import annotations
 

@@ -1,0 +1,244 @@
+"""vLLM's own config classes judging the app's GPU arguments on a faked CUDA platform.
+
+The faked platform (tests/fake_cuda.py) runs in one subprocess for every card below: vLLM's
+``AsyncEngineArgs(...).create_engine_config()`` builds the model, cache, scheduler, attention and
+(optimized path) ``SpeculativeConfig`` from an E2B-shaped folder (tests/e2b_folder.py: the shipped
+config, sparse weights of the real size, a sibling assistant), and vLLM's attention selector and
+Gemma 4 proposer say which backend each layer kind (the drafter's too) gets. Nothing here runs a
+kernel. The memory plan itself is tested in ``tests/test_gpu_plan.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from backend.engine.footprint import GIB
+from tests.e2b_folder import make_e2b_folder
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def e2b(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_e2b_folder(tmp_path_factory.mktemp("models"))
+
+
+@pytest.fixture(scope="module")
+def e2b_alone(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_e2b_folder(tmp_path_factory.mktemp("lonely"), assistant=False)
+
+
+CARDS = [
+    {"key": "t4", "memory_gib": 16, "capability": [7, 5], "name": "Tesla T4"},
+    {"key": "a100", "memory_gib": 80, "capability": [8, 0], "name": "NVIDIA A100-SXM4-80GB"},
+    {"key": "l4", "memory_gib": 24, "capability": [8, 9], "name": "NVIDIA L4"},
+    {"key": "rtx4080", "memory_gib": 16, "capability": [8, 9], "name": "NVIDIA GeForce RTX 4080"},
+    {"key": "l40s", "memory_gib": 48, "capability": [8, 9], "name": "NVIDIA L40S"},
+    {"key": "h100", "memory_gib": 80, "capability": [9, 0], "name": "NVIDIA H100 80GB HBM3", "fa4": True},
+    {
+        "key": "b200",
+        "memory_gib": 80,
+        "capability": [10, 0],
+        "name": "NVIDIA B200 (80 GiB slice)",
+        "fa4": True,
+    },
+    {
+        "key": "fp16",
+        "memory_gib": 24,
+        "capability": [8, 9],
+        "name": "NVIDIA L4",
+        "settings": {"dtype": "float16"},
+    },
+    {"key": "alone", "memory_gib": 24, "capability": [8, 9], "name": "NVIDIA L4", "lonely": True},
+    {
+        "key": "ngram",
+        "memory_gib": 24,
+        "capability": [8, 9],
+        "name": "NVIDIA L4",
+        "lonely": True,
+        "settings": {"speculation": "ngram"},
+    },
+    {
+        "key": "per-kind",
+        "memory_gib": 24,
+        "capability": [8, 6],
+        "name": "NVIDIA A10",
+        "attention": {"backend_per_kind": {"sliding_window": "FLASH_ATTN"}},
+    },
+    {
+        "key": "full-flashinfer",
+        "memory_gib": 80,
+        "capability": [8, 0],
+        "name": "NVIDIA A100-SXM4-80GB",
+        "attention": {"backend_per_kind": {"full_attention": "FLASHINFER"}},
+    },
+    {
+        "key": "full-flex",
+        "memory_gib": 80,
+        "capability": [8, 0],
+        "name": "NVIDIA A100-SXM4-80GB",
+        "attention": {"backend_per_kind": {"full_attention": "FLEX_ATTENTION"}},
+    },
+    {
+        "key": "measured-per-kind",
+        "memory_gib": 24,
+        "capability": [8, 6],
+        "name": "NVIDIA A10",
+        "measured_attention": {"backend_per_kind": {"sliding_window": "FLASH_ATTN"}},
+    },
+    {
+        "key": "exact",
+        "memory_gib": 80,
+        "capability": [9, 0],
+        "name": "NVIDIA H100",
+        "fa4": True,
+        "settings": {"exact": True},
+    },
+]
+
+
+@pytest.fixture(scope="module")
+def faked(e2b: Path, e2b_alone: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    specs = [{**card, "model": str(e2b_alone if card.get("lonely") else e2b)} for card in CARDS]
+    path = tmp_path_factory.mktemp("fake-cuda") / "specs.json"
+    path.write_text(json.dumps(specs))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "fake_cuda.py"), str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    line = next((x for x in done.stdout.splitlines() if x.startswith("FAKE-CUDA-RESULT ")), None)
+    assert line is not None, done.stderr[-3000:]
+    return {
+        card["key"]: result for card, result in zip(CARDS, json.loads(line.split(" ", 1)[1]), strict=True)
+    }
+
+
+def _vllm(result: dict[str, Any], path: str) -> dict[str, Any]:
+    assert "vllm_error" not in result[path], result[path].get("vllm_error")
+    return dict(result[path]["vllm"])
+
+
+def test_faked_gpu_is_read_through_vllms_platform(faked: dict[str, Any]) -> None:
+    assert faked["l4"]["gpu"] == ["NVIDIA L4", 24 * GIB, [8, 9]]
+
+
+def test_faked_refusals(faked: dict[str, Any]) -> None:
+    assert "Tesla T4 has compute capability 7.5" in faked["t4"]["refused"]
+    assert "float16 on NVIDIA L4" in faked["fp16"]["refused"]
+
+
+@pytest.mark.parametrize(
+    ("key", "mode", "attention"),
+    [
+        ("a100", "side-by-side", "TRITON_ATTN"),
+        ("l4", "swap", "TRITON_ATTN"),
+        ("rtx4080", "swap", "TRITON_ATTN"),
+        ("l40s", "side-by-side", "TRITON_ATTN"),
+        ("h100", "side-by-side", "FA4"),
+        ("b200", "side-by-side", "FA4"),
+    ],
+)
+def test_vllm_accepts_both_paths(faked: dict[str, Any], key: str, mode: str, attention: str) -> None:
+    result = faked[key]
+    assert result["mode"] == mode
+    baseline, optimized = _vllm(result, "baseline"), _vllm(result, "optimized")
+    for built, path in ((baseline, "baseline"), (optimized, "optimized")):
+        assert built["device"] == "cuda" and built["dtype"] == "torch.bfloat16"
+        assert built["gpu_memory_utilization"] == result["shares"][path]
+        assert built["sleep_mode"] is built["offload_cudagraph"] is (mode == "swap")
+        if attention == "FA4":
+            assert built["flash_attn_version"] == 4 and built["attention_backend"] in (None, "FLASH_ATTN")
+        else:
+            assert built["attention_backend"] == "TRITON_ATTN"
+    assert optimized["speculative_method"] == "mtp" and optimized["speculative_tokens"] == 2
+    assert baseline["speculative_method"] is None
+    assert optimized["async_scheduling"] == baseline["async_scheduling"]
+
+
+def test_without_a_drafter_the_optimized_path_keeps_async_scheduling(faked: dict[str, Any]) -> None:
+    alone = _vllm(faked["alone"], "optimized")
+    assert alone["speculative_method"] is None and alone["async_scheduling"] is True
+    # why no silent ngram: vLLM turns async scheduling off for it (the baseline keeps it)
+    forced = _vllm(faked["ngram"], "optimized")
+    assert forced["speculative_method"] == "ngram" and forced["async_scheduling"] is False
+
+
+def test_exact_sets_batch_invariant_on_both_paths(faked: dict[str, Any]) -> None:
+    """On an H100 each layer kind resolves, through vLLM's selector under batch invariance, to a
+    backend with a batch-invariant kernel for its head size (left to vLLM: FlashAttention as FA2)."""
+    for path in ("baseline", "optimized"):
+        speculating = {"GEMMA_CHAT_LIVE_SPEC_METRICS": "1", "GEMMA_CHAT_DRAFT_SCHEDULE": "1"}
+        live = speculating if path == "optimized" else {}
+        assert faked["exact"][path]["env"] == {"VLLM_BATCH_INVARIANT": "1", **live}
+        for kind, layer in _vllm(faked["exact"], path)["layers"].items():
+            assert layer.get("backend") == "TRITON_ATTN", (path, kind, layer)
+            assert layer["batch_invariant"] and layer["head_size_ok"], (path, kind, layer)
+
+
+def test_per_layer_kind_attention_is_a_candidate_vllm_accepts_on_triton_cards(faked: dict[str, Any]) -> None:
+    from backend.engine.gpu_args import (
+        FULL_FLASHINFER,
+        FULL_FLEX_ATTENTION,
+        SLIDING_FLASH_ATTENTION,
+        attention_candidates,
+    )
+
+    assert attention_candidates((8, 6)) == [{}, SLIDING_FLASH_ATTENTION, FULL_FLASHINFER, FULL_FLEX_ATTENTION]
+    assert attention_candidates((9, 0)) == [{}]
+    built = _vllm(faked["per-kind"], "optimized")
+    assert built["attention_backend"] == "TRITON_ATTN"  # the 512-dim full layers
+    assert built["backend_per_kind"] == {"sliding_window": "FLASH_ATTN"}
+
+
+def test_the_full_layers_other_backends_on_an_a100_leave_the_sliding_layers_and_the_drafter(
+    faked: dict[str, Any],
+) -> None:
+    """bench's and the probe's other candidates for head_dim 512 on Ampere, through vLLM's selector:
+    FlexAttention takes the full layers (head size and batch invariance accepted); FlashInfer is
+    selected for them, and here stops at its missing wheel (the CPU build has none; vLLM's CUDA
+    build ships it) — its head sizes, read in vLLM's source, include 512. The sliding layers and
+    the drafter's stay on Triton either way."""
+    import re
+
+    import vllm
+
+    flex = _vllm(faked["full-flex"], "optimized")
+    full = {"backend": "FLEX_ATTENTION", "batch_invariant": True, "head_size_ok": True}
+    assert flex["layers"]["full"] == full
+    assert flex["layers"]["sliding"]["backend"] == "TRITON_ATTN"
+    infer = _vllm(faked["full-flashinfer"], "optimized")
+    refused = infer["layers"]["full"]["error"]
+    assert "FLASHINFER" in refused and "No module named 'flashinfer'" in refused, refused
+    assert infer["layers"]["sliding"]["backend"] == "TRITON_ATTN"
+    for built in (flex, infer):
+        assert built["drafter_sliding_backend"] == "TRITON_ATTN", "vLLM's Gemma 4 proposer refuses the others"
+    source = (Path(vllm.__file__).parent / "v1" / "attention" / "backends" / "flashinfer.py").read_text()
+    sizes = re.search(r"def get_supported_head_sizes.*?return \[([\d, ]+)\]", source, re.S)
+    assert sizes is not None and "512" in sizes.group(1).split(", ")
+
+
+def test_a_measured_attention_choice_goes_to_the_optimized_path_only(faked: dict[str, Any]) -> None:
+    """`profiles --measure` stored FlashAttention for the sliding layers on an A10 (faster, same
+    tokens): the optimized path's arguments carry it, vLLM builds it, the baseline keeps vLLM's."""
+    result = faked["measured-per-kind"]
+    built = _vllm(result, "optimized")
+    assert built["backend_per_kind"] == {"sliding_window": "FLASH_ATTN"}
+    assert built["attention_backend"] == "TRITON_ATTN" and built["speculative_method"] == "mtp"
+    assert "1.12x over vLLM's own attention, the same greedy tokens" in result["optimized"]["attention_why"]
+    assert "attention_config" not in result["baseline"]["args"]
+    assert _vllm(result, "baseline")["backend_per_kind"] == {}
+    plain = _vllm(faked["l4"], "optimized")["drafter_sliding_backend"]
+    assert plain == "TRITON_ATTN" and built["drafter_sliding_backend"] == plain, (
+        "the drafter attends as without the candidate (vLLM's Gemma 4 proposer refuses FlashAttention there)"
+    )
