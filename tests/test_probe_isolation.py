@@ -63,7 +63,7 @@ def _stand_ins(
 
     monkeypatch.setattr(probe, "settle", no_pause)  # stand-ins load no core
 
-    async def by_load(source: Any, config: Any, choice: Any, levels: Any, log: Any, say: Any) -> Any:
+    async def by_load(source: Any, config: Any, choice: Any, levels: Any, *rest: Any) -> Any:
         started.append(f"by load {choice.method}@{choice.drafts} {list(levels)}")
         if ("by load", 0, "") in failing:
             raise EngineStartFailed("The by-load engine did not start.", "See its log.")

@@ -362,7 +362,7 @@ async def run_bench(
         memory_gib=memory.peak_gib,
         same_paths=same,
         schedule=schedule,
-        remote=bool(servers),
+        remote=remote,
         step_costs=step_costs,
         variants=variants,
     )

@@ -113,6 +113,7 @@ async def with_drafts_by_load(
     config: EngineConfig,
     choice: SpeculationChoice,
     levels: Sequence[int],
+    renderer: PromptRenderer,
     log_path: Path,
     say: Callable[[str], None],
     *,
@@ -122,11 +123,9 @@ async def with_drafts_by_load(
     """``choice`` with its drafts by load measured on an engine of ``config`` (the chosen
     candidate's: its drafts, attention and a changeable schedule), which is shut down after."""
     from backend.engine.vllm import VllmEngine
-    from backend.gemma4.messages import PromptRenderer
 
     at_once = ", ".join(map(str, levels))
     say(f"drafts by load: {at_once} requests at once, {choice.drafts}, 1 and 0 drafts each")
-    renderer = PromptRenderer.for_model(str(source.path))
     engine = VllmEngine(source, config, log_path=log_path)
     try:
         await engine.start()

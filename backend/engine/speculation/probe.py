@@ -203,7 +203,7 @@ async def measure_speculation(
         loaded = _with_attention(base, json.loads(choice.attention)) if choice.attention else base
         log = log_dir / PROBE_LOG
         try:
-            choice = await with_drafts_by_load(source, loaded.config, choice, levels, log, say)
+            choice = await with_drafts_by_load(source, loaded.config, choice, levels, renderer, log, say)
         except Exception as error:  # the choice for one request stands; the estimates stay
             say(f"drafts by load: failed, the estimated thresholds stay — {problem_of(error)}")
         else:
