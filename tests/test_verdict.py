@@ -69,3 +69,13 @@ def test_a_chats_compares_are_read_back_from_its_replies_and_the_first_path_alte
     assert found == [1.2, None, None], "every compare counts; only real ratios give figures"
     assert [first_path(n) for n in range(4)] == ["baseline", "optimized", "baseline", "optimized"]
     assert Verdict(_result(100.0, 130.0), tuple(found)).speedups.values == (1.2, 1.3)
+
+
+def test_a_divergence_says_the_speed_up_no_longer_compares_the_same_text() -> None:
+    from dataclasses import replace
+
+    diverged = replace(_result(100.0, 300.0), parity=TokenParity(256, 256, 9, 5, 6, " staan", " mendatang"))
+    line = Verdict(diverged, (), "baseline").summary()
+    assert "parity: diverges at token 9: ' staan' vs ' mendatang'" in line
+    assert "from token 9 on the two replies are different texts" in line
+    assert "different texts" not in Verdict(_result(100.0, 300.0), ()).summary()

@@ -1,4 +1,5 @@
-"""``gemma-chat make-model DIR``: a random-weight Gemma 4 checkpoint and its MTP drafter."""
+"""``gemma-chat make-model DIR``: a random-weight Gemma 4 checkpoint and its MTP drafter, or
+(``--real-weights``) Gemma 3 270M with real weights."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ def run_make_model(args: argparse.Namespace) -> int:
 
     started = time.monotonic()
     out = Path(args.out).expanduser()
+    if getattr(args, "real_weights", False):
+        return _real_weights(out, started)
     try:
         written = make_checkpoint(out, args.size, args.seed, centroids=args.centroids)
     except ValueError as error:
@@ -24,4 +27,17 @@ def run_make_model(args: argparse.Namespace) -> int:
         f"{centroids}) in {time.monotonic() - started:.1f} s"
     )
     print(f'try it: gemma-chat ask --model {out} "Hello"')
+    return 0
+
+
+def _real_weights(out: Path, started: float) -> int:
+    from backend.checkpoints.real_weights import RealWeightsUnavailable, ensure
+
+    try:
+        ensure(out)
+    except (RealWeightsUnavailable, ImportError, OSError) as error:
+        print(f"gemma-chat make-model: the real-weights checkpoint could not be built: {error}")
+        return 1
+    print(f"real weights (Gemma 3 270M, bfloat16) in {out} after {time.monotonic() - started:.1f} s")
+    print(f'try it: gemma-chat ask --model {out} --profile compare --speculation ngram "Hello"')
     return 0

@@ -93,7 +93,14 @@ class Verdict:
         """The verdict line: speed-up (the chat's, then this run's), this run's token parity, and on
         a GPU which kernels ran (exact or fast mode)."""
         mode = f" · {self.result.mode}" if self.result.mode else ""
-        return f"{self.speedup_line()} · parity: {self.result.parity.describe()}{mode}"
+        parity = self.result.parity
+        differs = (
+            f" (from token {parity.index} on the two replies are different texts: the speed-up no "
+            "longer compares the same work)"
+            if not parity.identical
+            else ""
+        )
+        return f"{self.speedup_line()} · parity: {parity.describe()}{differs}{mode}"
 
     def extra(self) -> dict[str, object]:
         """What a compared reply saves so the chat's later compares can read it."""

@@ -8,6 +8,7 @@ Standard library only until a patched module is actually imported.
 * ``gemma4_audio``: Gemma 4's audio tower runs on vLLM's CPU build.
 * ``cpu_linear``: the optimized path's bfloat16 linear kernel (only where its engine asks).
 * ``forced_linear``: an AVX2 CPU's bfloat16 linears on any CPU (only where ``GEMMA_CHAT_FORCE_LINEAR`` asks).
+* ``row_exact_linear``: a verifying step's linear layers give each row a one-row step's bits.
 * ``one_call_step``: the optimized engine's decode step is one call to its worker, not two.
 * ``prefill_drafts``: the optimized engine's first token does not wait for the drafter, and a
   step that asks for no drafts runs no drafter.
@@ -37,6 +38,7 @@ from backend.compat import (
     one_call_step,
     prefill_drafts,
     process_lifetime,
+    row_exact_linear,
     sampled_row_drafts,
     torchvision_ops,
     uni_worker,
@@ -48,6 +50,7 @@ def install_import_hooks() -> None:
     gemma4_audio.install_import_hook()
     forced_linear.install_import_hook()
     cpu_linear.install_import_hook()
+    row_exact_linear.install_import_hook()
     one_call_step.install_import_hook()
     prefill_drafts.install_import_hook()
     draft_schedule.install_import_hook()

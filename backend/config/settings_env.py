@@ -27,6 +27,9 @@ OTHER_VARIABLES = frozenset(
         "GEMMA_CHAT_ONE_CALL_STEP",
         "GEMMA_CHAT_SAMPLED_ROW_DRAFTS",
         "GEMMA_CHAT_UNI_WORKER",
+        "GEMMA_CHAT_ROW_EXACT",  # backend/compat/row_exact_linear.py
+        "GEMMA_CHAT_ROW_EXACT_ROWS",
+        "GEMMA_CHAT_FORCE_ROW_EXACT",
         "GEMMA_CHAT_TESTS_SERIAL",  # tests/__main__.py
         "GEMMA_CHAT_OWNER",  # backend/lifetime: the owning process, for watchdogs
         "GEMMA_CHAT_SPECULATION_CHOICES",  # backend/engine/speculation/kept.py

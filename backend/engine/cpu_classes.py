@@ -21,7 +21,9 @@ EVERY_CPU = (
     "the model worker inside the engine-core process (vLLM's worker OpenMP threads and binding), "
     "no spinning between steps, one worker call per step; "
     "speculation decided at its first start by measuring 0–4 drafts on the engine itself, kept only "
-    "where it pays (`profiles --measure` measures fully, drafts by load included)"
+    "where it pays (`profiles --measure` measures fully, drafts by load included), and verified "
+    "row-exactly: a linear layer whose matmul rounds differently with more rows (checked at load) "
+    "computes a verifying step's rows one at a time, so the tokens are the baseline's"
 )
 """What the optimized path adds on any CPU."""
 

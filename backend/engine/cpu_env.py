@@ -14,6 +14,8 @@ import os
 from backend.compat.draft_schedule import ENV as DRAFT_SCHEDULE_ENV
 from backend.compat.one_call_step import ENV as ONE_CALL_STEP_ENV
 from backend.compat.prefill_drafts import ENV as NO_PREFILL_DRAFTS_ENV
+from backend.compat.row_exact_linear import ENV as ROW_EXACT_ENV
+from backend.compat.row_exact_linear import FORCE_ENV as FORCE_ROW_EXACT_ENV
 from backend.compat.sampled_row_drafts import ENV as SAMPLED_ROW_DRAFTS_ENV
 from backend.compat.uni_worker import ENV as UNI_WORKER_ENV
 from backend.config.settings import EngineSettings
@@ -70,9 +72,26 @@ def optimized_cpu_env(settings: EngineSettings) -> tuple[dict[str, Argument], tu
     return env, notes
 
 
+def row_exact_env() -> dict[str, Argument]:
+    """Row-exact verification, unless ``GEMMA_CHAT_FORCE_ROW_EXACT=off`` turns it off (to measure
+    what it costs, or to show the divergence it prevents)."""
+    if os.environ.get(FORCE_ROW_EXACT_ENV, "").strip().lower() == "off":
+        return {}
+    return {
+        ROW_EXACT_ENV: Argument(
+            1,
+            "a verifying step's rows get the bits a one-row step gives them: each linear layer "
+            "whose matmul rounds differently with more rows (checked at load; oneDNN's bfloat16 "
+            "matmul does for inner sizes of 1,536 and more) computes each request's rows as it "
+            "would alone, so greedy tokens are the baseline's by construction",
+        )
+    }
+
+
 def speculating_cpu_env() -> dict[str, Argument]:
     """What the optimized CPU engine adds to its environment when it speculates."""
     return {
+        **row_exact_env(),
         NO_PREFILL_DRAFTS_ENV: Argument(
             1,
             "a step in which every request is prefilling answers without running the drafter, so "
