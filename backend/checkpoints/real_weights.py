@@ -44,10 +44,18 @@ class RealWeightsUnavailable(RuntimeError):
 
 
 def ensure(dest: Path, log: object = print) -> Path:
-    """The checkpoint folder, built first where it is not complete."""
+    """The checkpoint folder, built first where it is not complete (one build at a time: a second
+    process asking meanwhile waits for it, then finds it complete)."""
+    import fcntl
+
     if (dest / DONE).is_file():
         return dest
-    return build(dest, log)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with open(dest.parent / f".{dest.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (dest / DONE).is_file():
+            return dest
+        return build(dest, log)
 
 
 def _download(workdir: Path) -> list[Path]:

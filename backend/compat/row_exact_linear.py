@@ -50,6 +50,8 @@ _state: dict[str, Any] = {
     "steps": 0,
 }
 MODES = ("1", "all")
+_verdicts: dict[tuple[Any, ...], bool] = {}
+"""Row-variance by (matmul code, outputs, inputs, dtype, bias): layers of one shape share a check."""
 
 
 def solo_segments(
@@ -119,8 +121,12 @@ def _wrap(layer: Any) -> None:
     if not k:
         return
     _state["checked"] += 1
-    variant, n_out = row_variant(original, weight, bias, k, max_rows())
-    if not variant:
+    n_out = int(original(torch.zeros(1, k, dtype=weight.dtype), weight, bias).shape[-1])
+    code = getattr(original, "__code__", None)
+    key = (code if code is not None else type(original), n_out, k, weight.dtype, bias is None)
+    if key not in _verdicts:  # the order of a reduction is the matmul's and the shape's, not the weights'
+        _verdicts[key] = row_variant(original, weight, bias, k, max_rows())[0]
+    if not _verdicts[key]:
         return
     index = len(_state["layers"])
     _state["layers"].append((original, n_out))

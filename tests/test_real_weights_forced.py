@@ -1,0 +1,39 @@
+"""Token parity on real weights with another CPU class's code path forced: as an AVX2 CPU computes.
+
+The corpus test (``tests/test_real_weights_parity.py``) runs on the class this machine has; here
+``GEMMA_CHAT_FORCE_LINEAR=kernel`` makes both engines compute bfloat16 linears as an AVX2 CPU does
+(PyTorch's fallback in the baseline, gemma-chat's kernel in the optimized path, whose every layer
+passes the row check, so nothing is cut). In its own file so that it runs in the other lane of
+``python3 -m tests`` beside the corpus.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from backend.engine.profiles import EngineProfile
+from backend.engine.prompt_sets import load_prompt_set
+from backend.kernels.env import FORCE_ENV
+from tests.test_real_weights_parity import _engine, _speculative_differences, _tokens
+
+pytestmark = [pytest.mark.engine, pytest.mark.timeout(1800)]
+
+
+async def test_forced_avx2_class_keeps_parity(
+    real_weights: Path, gemma_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As an AVX2 CPU computes (PyTorch's bfloat16 fallback in the baseline, gemma-chat's kernel in
+    the optimized path, whose every layer passes the row check): 8 prompts x 64 tokens, as PyTorch's
+    AVX2 path is several times slower here."""
+    monkeypatch.setenv(FORCE_ENV, "kernel")
+    prompts = [p for p in load_prompt_set("real_parity_corpus.json") if p.kind == "chat"][:8]
+    baseline = await _engine(EngineProfile.baseline(), real_weights, gemma_home)
+    try:
+        reference = await _tokens(baseline, prompts, "ref-", 64)
+    finally:
+        await baseline.shutdown()
+    differing, summary = await _speculative_differences(real_weights, gemma_home, prompts, reference, 64)
+    print(f"real-weights parity, forced AVX2 class, {summary}")
+    assert not differing, differing
