@@ -363,6 +363,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 128 + stop.signum
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader left (`| head -1`): what it wanted was written
+        _quiet_stdout()
+        return 0
     except Exception as error:  # a bug: one readable line (the traceback goes to the log), never silence
         from backend.errors.failures import record_failure
 
@@ -371,6 +374,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     parser.error(f"unknown command {args.command}")
     return EXIT_USAGE
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so flushing it at exit raises nothing more (Python's own advice
+    for a closed pipe)."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 if __name__ == "__main__":

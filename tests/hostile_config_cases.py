@@ -123,3 +123,7 @@ def keymap_cases(d: Path) -> Iterator[Case]:
     )
     yield keymap("a key that does not exist", 'toggle_path = "f99"', "'f99' is not a key")
     yield keymap("an unknown modifier", 'toggle_path = "crtl+t"', "'crtl' is not a modifier")
+    # round 4 (issue 55, item 10): a key another binding presses, a key that types text
+    yield keymap("a key compare already has", 'toggle_path = "f3"', "'f3' already presses compare")
+    yield keymap("quit on a letter", 'quit = "q"', "'q' types text in the prompt")
+    yield keymap("drafts on a letter", 'show_drafts = "e"', "'e' types text in the prompt")

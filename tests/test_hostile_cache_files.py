@@ -111,12 +111,12 @@ GOOD = {
         ({**GOOD, "drafts": -3}, "drafts -3 is outside 1..8"),
         ({**GOOD, "method": "eagle9"}, "method 'eagle9' is none of"),
         ({**GOOD, "attention": "{not json"}, "Expecting property name"),
-        ({**GOOD, "drafts": "many"}, "invalid literal"),
+        ({**GOOD, "drafts": "many"}, "drafts 'many' is not an integer"),
         ("mtp", "not an object"),
     ],
     ids=["drafts-huge", "drafts-negative", "unknown-method", "attention-text", "drafts-text", "not-object"],
 )
-def test_a_speculation_choice_the_probe_never_writes_is_set_aside(
+def test_a_speculation_choice_the_probe_never_writes_is_dropped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, entry: object, said: str
 ) -> None:
     monkeypatch.setattr(choice.paths, "cache_dir", lambda: tmp_path)
@@ -127,7 +127,7 @@ def test_a_speculation_choice_the_probe_never_writes_is_set_aside(
     assert choice.stored_choice("key") is None
     notices = cache_json.take_notices()
     assert len(notices) == 1 and str(path) in notices[0] and said in notices[0]
-    assert not path.exists(), "set aside: the optimized path plans without it"
+    assert "key" not in json.loads(path.read_text()), "dropped (alone, round 4): planned without it"
     path.write_text(json.dumps({"key": GOOD}))
     stored = choice.stored_choice("key")
     assert stored is not None and (stored.method, stored.drafts) == ("mtp", 2)

@@ -63,3 +63,41 @@ def test_a_child_whose_shutdown_hangs_still_ends_after_its_parent_is_killed() ->
     finally:
         if middle.poll() is None:
             middle.kill()
+
+
+def _shell(script: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(["/bin/sh", "-c", script])
+
+
+def test_the_delayed_kill_spares_a_process_that_took_the_pid() -> None:
+    """Hardening round 4 (issue 55, item 3): the shell checked only that *some* process had the PID:
+    an unrelated ``sleep`` that took a freed PID was SIGKILLed. A start time that is not the
+    victim's stands for a PID taken again: the shell leaves it alone and ends."""
+    from backend.lifetime.watchdog import KILL_LATER, start_ticks
+
+    stranger = subprocess.Popen(["sleep", "30"])
+    try:
+        real = start_ticks(stranger.pid)
+        assert real is not None
+        other = str(int(real) + 1)
+        shell = _shell(KILL_LATER.format(pid=stranger.pid, start=other, rounds=2))
+        assert shell.wait(5) == 0
+        assert stranger.poll() is None, "an unrelated process with the PID survives"
+        shell = _shell(KILL_LATER.format(pid=stranger.pid, start=real, rounds=2))
+        shell.wait(5)
+        assert stranger.wait(5) == -9, "the process it was meant for is killed"
+    finally:
+        stranger.kill()
+
+
+def test_the_delayed_kill_ends_as_soon_as_its_process_does() -> None:
+    """A clean exit leaves no shell behind for the rest of the grace period."""
+    from backend.lifetime.watchdog import KILL_LATER, start_ticks
+
+    target = subprocess.Popen(["sleep", "0.3"])
+    start = start_ticks(target.pid)
+    assert start is not None
+    shell = _shell(KILL_LATER.format(pid=target.pid, start=start, rounds=21))
+    began = time.monotonic()
+    target.wait(5)
+    assert shell.wait(5) == 0 and time.monotonic() - began < 2.0

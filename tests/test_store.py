@@ -64,3 +64,21 @@ def test_failed_write_raises_store_error(tmp_path: Path) -> None:
     store.close()
     with pytest.raises(StoreError, match="Could not save"):
         store.new_chat()
+
+
+def test_a_withdrawn_message_leaves_the_history(tmp_path: Path) -> None:
+    """Hardening round 4 (issue 55, item 8): three refused messages became three consecutive user
+    turns, sent with the history next time. A message refused before sending is taken back."""
+    from backend.chat.conversation import Conversation
+
+    store = ChatStore(tmp_path / "h.db")
+    conversation = Conversation(store)
+    conversation.add_user("kept")
+    conversation.add_reply("answer", "optimized", None)
+    for _ in range(3):
+        conversation.add_user("refused " * 10)
+        assert conversation.withdraw_user() is not None
+    assert conversation.chat_id is not None
+    assert [m.text for m in store.branch(conversation.chat_id)] == ["kept", "answer"]
+    assert not store.chats("refused"), "not stored anywhere"
+    assert conversation.withdraw_user() is None, "an answered message is never taken back"

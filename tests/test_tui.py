@@ -361,3 +361,31 @@ def test_picker_preview_draws_the_image() -> None:
     assert len(lines) == 2 and all(line == "▀" * 8 for line in lines)
     styles = [span.style for span in preview.spans]
     assert str(styles[0].color.triplet.hex) == "#ff0000" and str(styles[-1].bgcolor.triplet.hex) == "#0000ff"
+
+
+@pytest.mark.parametrize("blocker", ["file", "read-only"])
+async def test_an_export_that_cannot_be_written_is_said_and_the_chat_kept(
+    tmp_path: Path, blocker: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hardening round 4 (issue 55, item 6): ``data/exports`` a file or a read-only folder ended in
+    an Internal error; now the notice says where and what to do, and the chat is untouched."""
+    app, _ = make_app(tmp_path)
+    async with app.run_test() as pilot:
+        await send(app, pilot, "Keep me")
+        folder = (app.settings.data_dir or app.settings.history_path().parent) / "exports"
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        if blocker == "file":
+            folder.write_text("not a folder")
+        else:  # as root a mode does not stop a write: the error a read-only folder gives
+
+            def refuse(path: Path, *args: object, **kwargs: object) -> int:
+                raise PermissionError(13, "Permission denied", str(path))
+
+            monkeypatch.setattr(Path, "write_text", refuse)
+        notices: list[str] = []
+        app.notify = lambda message, **_: notices.append(str(message))  # type: ignore[method-assign]
+        assert app.try_export("markdown") is None
+        monkeypatch.undo()
+        assert notices[-1].startswith("Not exported: ") and "data_dir" in notices[-1]
+        assert str(folder) in notices[-1] or blocker == "read-only"
+        assert app.conversation.turns[0].text == "Keep me"

@@ -138,4 +138,8 @@ def run_profiles(args: argparse.Namespace) -> int:
         print(f"  additional_config = {graph!r}\n      {GRAPH_REASON}")
         for config_note in config.notes:
             print(f"  note: {config_note}")
+    from backend.config import cache_json
+
+    for notice in cache_json.take_notices():  # a kept file's entry dropped, a named path refused
+        print(f"\nnote: {notice}")
     return 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
 
 from textual import work
@@ -19,7 +20,7 @@ from textual.widgets import Footer
 from app.tui import turns
 from app.tui.attach_actions import AttachActions
 from app.tui.branch_actions import BranchActions
-from app.tui.chat_actions import ChatActions
+from app.tui.chat_actions import EXPORTS, ChatActions
 from app.tui.failures import ReportingApp
 from app.tui.quit_actions import QuitActions
 from app.tui.screens.approval import ApprovalScreen
@@ -269,9 +270,13 @@ class GemmaChatApp(QuitActions, BranchActions, ChatActions, AttachActions, ToolA
                 await turns.run_compare(turn, self.pool, view, self.conversation, hooks)
             else:
                 await turns.run_single(turn, self.pool, self.path, view, self.conversation, hooks)
-        except GemmaChatError as error:  # refused before sending: the message and its attachments stay
+        except GemmaChatError as error:  # refused before sending: back to the input, not in the history
             self.notify(str(error), severity="error", timeout=15)
             await self._show_turn_error(view, f"not sent: {error}")
+            given = turns.give_back(self.conversation.withdraw_user(), self.query_one(PromptInput))
+            if given is not None:
+                self.pending = list(given)
+                await self.query_one(AttachmentBar).show(self.pending)
         except Exception as error:  # a bug: an error block, the log, and the app goes on
             message = self.report_failure("running the turn", error)
             await self._show_turn_error(view, f"{message} Your message is kept: Ctrl+R tries again.")
@@ -383,10 +388,8 @@ class GemmaChatApp(QuitActions, BranchActions, ChatActions, AttachActions, ToolA
         yield SystemCommand("System prompt", "Set this chat's system prompt", self.action_system_prompt)
         yield SystemCommand("Copy reply", "Copy the last reply", self.action_copy_reply)
         yield SystemCommand("Copy code block", "Copy the last reply's last code block", self.action_copy_code)
-        yield SystemCommand("Export Markdown", "Write this chat as Markdown", lambda: self.export("markdown"))
-        yield SystemCommand(
-            "Export receipt (JSON)", "Chat + engine args + versions + figures", lambda: self.export("json")
-        )
+        for title, what, kind in EXPORTS:
+            yield SystemCommand(title, what, partial(self.try_export, kind))
         yield SystemCommand("Restart engine", "Restart the active path's engine", self.restart_engine)
         yield SystemCommand(
             "Tool approval", "Cycle: ask for side effects / every call / never", self.action_tool_policy

@@ -36,6 +36,7 @@ class ChatHost(Protocol):
     async def _show_chat(self, chat_id: int | None) -> None: ...
     def _rename(self, chat_id: int) -> None: ...
     def _last_reply(self) -> MessageView | None: ...
+    def export(self, kind: str) -> Path: ...
 
 
 class ChatActions:
@@ -119,6 +120,14 @@ class ChatActions:
         self.copy_to_clipboard(code)
         self.notify("Code block copied.")
 
+    def try_export(self: ChatHost, kind: str) -> Path | None:
+        """``export``, with a failure to write said in the UI (the chat itself is untouched)."""
+        try:
+            return self.export(kind)
+        except OSError as error:
+            self.notify(export_problem(error), severity="error", timeout=15)
+            return None
+
     def export(self: ChatHost, kind: str) -> Path:
         folder = (self.settings.data_dir or self.settings.history_path().parent) / "exports"
         folder.mkdir(parents=True, exist_ok=True)
@@ -132,3 +141,26 @@ class ChatActions:
             target.write_text(receipt_json(self.conversation, json.loads(json.dumps(engines, default=str))))
         self.notify(f"Exported to {target}")
         return target
+
+
+EXPORTS = (
+    ("Export Markdown", "Write this chat as Markdown", "markdown"),
+    ("Export receipt (JSON)", "Chat + engine args + versions + figures", "json"),
+)
+"""The palette's export entries: title, what it writes, kind."""
+
+
+def export_problem(error: OSError) -> str:
+    """What a failed export says: the path, what is wrong there, and what to do."""
+    where = error.filename or "the exports folder"
+    if isinstance(error, FileExistsError | NotADirectoryError):
+        return (
+            f"Not exported: {where} is a file where the exports folder belongs. Move it away, or set "
+            "data_dir to another folder."
+        )
+    if isinstance(error, PermissionError):
+        return (
+            f"Not exported: {where} cannot be written (permission denied). Make it writable, or set "
+            "data_dir to another folder."
+        )
+    return f"Not exported: {where}: {error.strerror or error}."

@@ -15,8 +15,8 @@ from backend.config.settings import SettingsError, config_file
 MODIFIERS = ("ctrl", "shift", "alt", "meta", "super", "hyper")
 
 
-def binding_ids() -> set[str]:
-    """Every binding id of the app, its screens and widgets (what ``[keymap]`` can rebind)."""
+def bindings_by_class() -> list[dict[str, list[str]]]:
+    """Each class's bindings (the app, its screens and widgets): id to its default keys."""
     from textual.dom import DOMNode
 
     import app.tui.app  # noqa: F401  (every screen and widget class is defined once it is imported)
@@ -27,12 +27,40 @@ def binding_ids() -> set[str]:
             yield sub
             yield from subclasses(sub)
 
-    return {
-        binding.id
-        for cls in subclasses(DOMNode)
-        for binding in cls.__dict__.get("BINDINGS", [])
-        if getattr(binding, "id", None)
-    }
+    found = []
+    for cls in subclasses(DOMNode):
+        ids = {
+            binding.id: [k.strip().lower() for k in binding.key.split(",")]
+            for binding in cls.__dict__.get("BINDINGS", [])
+            if getattr(binding, "id", None)
+        }
+        if ids:
+            found.append(ids)
+    return found
+
+
+def binding_ids() -> set[str]:
+    """Every binding id of the app, its screens and widgets (what ``[keymap]`` can rebind)."""
+    return {name for ids in bindings_by_class() for name in ids}
+
+
+def types_text(key: str) -> bool:
+    """Whether ``key`` types a character into the prompt (``q``, ``shift+e``, ``space``)."""
+    *modifiers, base = key.strip().lower().split("+")
+    plain = all(m == "shift" for m in modifiers)
+    return plain and (base == "space" or (len(base) == 1 and base.isprintable()))
+
+
+def collision(keymap: dict[str, str], binding: str, key: str) -> str | None:
+    """Another binding of the same screen or widget that ``key`` already presses (after ``keymap``)."""
+    for ids in bindings_by_class():
+        if binding not in ids:
+            continue
+        for other, defaults in ids.items():
+            keys = [k.strip().lower() for k in keymap[other].split(",")] if other in keymap else defaults
+            if other != binding and key.strip().lower() in keys:
+                return other
+    return None
 
 
 def key_names() -> set[str]:
@@ -73,6 +101,13 @@ def check_keymap(keymap: dict[str, str]) -> None:
             )
         for key in value.split(",") if value.strip() else [""]:
             problem = key_problem(key, keys) if key.strip() else "no key given"
+            if not problem and types_text(key):
+                problem = (
+                    f"{key.strip()!r} types text in the prompt (a message would lose it): add a modifier"
+                )
+            taken = None if problem else collision(keymap, binding, key)
+            if taken:
+                problem = f"{key.strip()!r} already presses {taken} (rebind that too, or choose another key)"
             if problem:
                 raise SettingsError(
                     f"{where}: [keymap] {binding} = {value!r}: {problem}.",

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from app.tui.widgets.compare_view import CompareView
 from app.tui.widgets.message_view import MessageView
+from app.tui.widgets.prompt_input import PromptInput
 from backend.chat.compare import CompareResult
 from backend.chat.conversation import Conversation, Turn
 from backend.chat.rendering import TurnRenderer, dispatch
@@ -23,6 +24,7 @@ from backend.engine.protocol import Cancelled, Failed, Finished, MetricsUpdate, 
 from backend.engine.reply_events import ReplyDelta
 from backend.errors import GemmaChatError
 from backend.gemma4.reply import empty_answer_note
+from backend.media.attachment import Attachment
 from backend.tools.loop import StepLimitReached, ToolFinished, ToolStarted
 from backend.tools.runner import ToolRecord
 
@@ -197,3 +199,12 @@ async def run_compare(
                 if renderer.view.thought.text:
                     kept["thought"] = renderer.view.thought.text
                 conversation.add_reply(renderer.view.text, path, renderer.view.metrics, kept)
+
+
+def give_back(withdrawn: Turn | None, prompt: PromptInput) -> tuple[Attachment, ...] | None:
+    """A message refused before it was sent returns to an empty input: its text there, its
+    attachments for the caller to show again (None where nothing was given back)."""
+    if withdrawn is None or prompt.text:
+        return None
+    prompt.text = withdrawn.text
+    return withdrawn.attachments

@@ -161,6 +161,18 @@ class Conversation:
             return removed
         return None
 
+    def withdraw_user(self) -> Turn | None:
+        """Take back the last message when nothing answered it (it was refused before being sent):
+        out of the conversation and the history, so it is never sent with a later turn."""
+        if not self.turns or self.turns[-1].role != "user":
+            return None
+        withdrawn = self.turns.pop()
+        message_id = withdrawn.message_id
+        if message_id is not None:
+            parent = self._parent()
+            self._save(lambda store, chat: store.withdraw_message(chat, message_id, parent))
+        return withdrawn
+
     def edit_last_user(self, text: str) -> Turn:
         """Replace the last user message (and what followed) with a new branch from its parent."""
         while self.turns and self.turns[-1].role != "user":

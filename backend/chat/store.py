@@ -242,6 +242,13 @@ class ChatStore:
         )
         return self._write(insert, leaf)
 
+    def withdraw_message(self, chat_id: int, message_id: int, leaf_id: int | None) -> None:
+        """Delete a message no reply follows (one refused before it was sent); ``leaf_id`` leads."""
+        self._write(
+            ("DELETE FROM messages WHERE id = ? AND chat_id = ?", (message_id, chat_id)),
+            ("UPDATE chats SET current_leaf = ? WHERE id = ?", (leaf_id, chat_id)),
+        )
+
     def set_leaf(self, chat_id: int, leaf_id: int | None) -> None:
         self._write(("UPDATE chats SET current_leaf = ? WHERE id = ?", (leaf_id, chat_id)))
 

@@ -13,8 +13,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +50,33 @@ def take_notices() -> list[str]:
     return taken
 
 
-def read_object(path: Path) -> dict[str, Any]:
+def notice(path: Path, text: str) -> None:
+    """Keep a notice about ``path`` (``take_notices`` hands it on)."""
+    with _lock:
+        _notices.append(f"{path}: {text}.")
+
+
+def refuse(path: Path, reason: str) -> None:
+    """Keep a notice that ``path`` (a path the user named) is not used, and leave it as it is."""
+    notice(path, f"{reason} — left as it is and not used")
+
+
+def is_regular_or_missing(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+
+
+def read_object(path: Path, own: bool = True) -> dict[str, Any]:
     """The file's JSON object; empty where it is missing, unreadable or not an object (a file
-    that is there but no JSON object is set aside)."""
+    that is there but no JSON object is set aside). ``own=False``: a path the user named (a
+    variable, a flag): what is not a regular file there is refused by name and left alone."""
+    if not own and not is_regular_or_missing(path):
+        refuse(path, "not a regular file")
+        return {}
     try:
         raw = read_checked(path, MAX_BYTES)
     except FileNotFoundError:
@@ -71,8 +97,32 @@ def read_object(path: Path) -> dict[str, Any]:
     return data
 
 
-def write_object(path: Path, data: dict[str, Any]) -> bool:
-    """Write ``data`` (False where the cache directory cannot be written)."""
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock beside ``path`` (``.<name>.lock``) while a read-modify-write runs, so
+    two processes storing at once merge instead of losing each other's entries. Without a lock
+    file (a folder that cannot be written) the body runs unlocked: the write fails there anyway."""
+    import fcntl
+
+    lock_path = path.with_name(f".{path.name}.lock")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)
+
+
+def write_object(path: Path, data: dict[str, Any], own: bool = True) -> bool:
+    """Write ``data`` (False where the cache directory cannot be written, or where a path the user
+    named, ``own=False``, holds anything but a regular file: it is never replaced)."""
+    if not own and not is_regular_or_missing(path):
+        return False
     temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -76,18 +76,44 @@ def _parent_gone() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def start_ticks(pid: int) -> str | None:
+    """The process's start time (``/proc/PID/stat`` field 22, clock ticks since boot): with the
+    PID, it names one process — a PID alone may be taken again once that process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat_file:
+            fields = stat_file.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return fields[19] if len(fields) > 19 else None
+
+
+KILL_LATER = (
+    'pid={pid}; start={start}; i=0; while [ "$i" -lt {rounds} ]; do sleep 0.5; '
+    "s=$(cat /proc/$pid/stat 2>/dev/null) || exit 0; s=${{s##*) }}; set -- $s; "
+    '[ "${{20}}" = "$start" ] || exit 0; i=$((i+1)); done; kill -9 $pid'
+)
+"""The shell's script: every half second, end at once if the process is gone or its PID now names
+another process (start time differs); after the rounds, SIGKILL it."""
+
+
 def _kill_later(pid: int, after_s: float) -> None:
     """SIGKILL ``pid`` after ``after_s`` from a shell of its own, which needs nothing of this
     interpreter: SIGTERM may start the interpreter's shutdown, and a shutdown that hangs (joining a
     thread or a child, an exit handler) stops this daemon thread for good — its own SIGKILL below
     would never come (an engine core was seen alive 30 s after its parent was SIGKILLed, under
-    load). The shell ends at once if the process is gone by then (its descendants watch it)."""
+    load). The shell checks the process by its identity (PID and start time) every half second and
+    ends as soon as it is gone: a PID taken again by an unrelated process is never killed, and a
+    clean exit leaves no shell behind."""
     import contextlib
     import subprocess
 
+    start = start_ticks(pid)
+    if start is None:
+        return
+    script = KILL_LATER.format(pid=pid, start=start, rounds=max(1, round(after_s / 0.5)))
     with contextlib.suppress(OSError):  # no shell: the thread's own SIGKILL remains
         subprocess.Popen(
-            ["/bin/sh", "-c", f"sleep {after_s:g}; kill -0 {pid} 2>/dev/null && kill -9 {pid}"],
+            ["/bin/sh", "-c", script],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
