@@ -224,3 +224,20 @@ def test_serve_prints_the_paths_own_vllm_serve_line() -> None:
     assert "--speculative-config" not in multi and "GEMMA_CHAT_CPU_LINEAR" not in multi, "the baseline as is"
     refused = _gemma_chat("serve", "--demo", "--print", "--profile", "compare")
     assert refused.returncode == 2 and "one path" in refused.stderr
+
+
+def test_a_reader_that_leaves_early_ends_the_command_quietly(tmp_path: Path) -> None:
+    """Hardening round 4 (issue 55, item 11): ``profiles --demo | head -1`` ended in an Internal
+    error (BrokenPipeError, exit 1)."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "GEMMA_CHAT_HOME": str(tmp_path)}
+    command = [sys.executable, "-m", "app.cli", "profiles", "--demo"]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as child:
+        assert child.stdout is not None and child.stderr is not None
+        assert child.stdout.readline().startswith(b"model: demo")
+        child.stdout.close()  # as `head -1` does
+        errors = child.stderr.read().decode()
+        assert child.wait(60) == 0, errors
+    assert "Internal error" not in errors and "BrokenPipe" not in errors
