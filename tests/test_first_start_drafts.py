@@ -263,3 +263,49 @@ def test_the_measuring_stage_shows_in_the_status_bar_of_a_110_column_terminal() 
     figures = StatusFigures("demo (10M Gemma 4)", "optimized", "starting 17s", stage, 0, 0, False)
     plain = figures.line(110).replace("[b]", "").replace("[/b]", "").replace("\\[", "[")
     assert "engine starting 17s (measuring speculation ≤40 s)" in plain and len(plain) <= 110, plain
+
+
+@dataclass
+class Busy(StandIn):
+    """As with two ``yes`` loops beside the first start: some requests at a fraction of their rate."""
+
+    slow_every: int = 3
+    factor: float = 0.15
+
+    async def stream(self, request: EngineRequest) -> AsyncIterator[TurnEvent]:
+        async for event in super().stream(request):
+            if isinstance(event, Finished) and self.served % self.slow_every == 0:
+                rate = (event.metrics.decode_tokens_per_s or 0.0) * self.factor
+                event = Finished(
+                    event.request_id,
+                    event.text,
+                    event.token_ids,
+                    TurnMetrics(generated_tokens=64, decode_tokens_per_s=rate),
+                    event.finish_reason,
+                )
+            yield event
+
+
+async def test_a_busy_machine_is_seen_in_the_figures_and_nothing_is_kept(
+    renderer: PromptRenderer, gemma_home: Path
+) -> None:
+    """Hardening round 4 (issue 55, item 5): a first start with two ``yes`` loops beside it read
+    "no speculation: verifying 4 drafts costs 1.0× a plain step …, mtp@4 measured 3.30x" and kept
+    it: every later start ran without drafts. The spread of one request's rounds shows the load."""
+    plan = DraftPlan("mtp", 4, "key-busy", 4)
+    engine = Busy({0: 100.0, 1: 200.0, 2: 300.0, 3: 320.0, 4: 330.0})
+    choice = await settle_drafts(engine, plan, renderer, lambda _: None)
+    assert choice.reason.startswith("one request decoded at "), choice.reason
+    assert "the machine was busy while it measured; nothing is kept" in choice.reason
+    assert stored_choice(plan.key) is None, "the next start measures again"
+
+
+def test_a_verdict_that_contradicts_its_figures_is_not_kept() -> None:
+    from backend.engine.speculation.choice import ProbeRun
+    from backend.engine.speculation.first_start import unsound_measurement
+
+    plain = ProbeRun("none", 0, (100.0, 100.0, 100.0, 100.0))
+    fast_but_one = ProbeRun("mtp", 4, (330.0, 330.0, 330.0, 90.0))
+    why = unsound_measurement([], plain, [fast_but_one], "none")
+    assert why is not None and "mtp@4 measured 3.30x on the median yet 0.90x on one prompt" in why
+    assert unsound_measurement([], plain, [fast_but_one], "mtp") is None

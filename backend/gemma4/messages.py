@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from backend.gemma4 import template_bounds
+from backend.gemma4.defuse import defuse, special_pattern, tokenizer_specials
 from backend.gemma4.template_messages import template_messages
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -64,6 +66,7 @@ class PromptRenderer:
     tools: list[dict[str, Any]] = field(default_factory=list)
     folder: str = "the model folder"
     """Where the tokenizer and its template came from (named in every template error)."""
+    _special_pattern: re.Pattern[str] | None = field(default=None, repr=False)
 
     @classmethod
     def for_model(cls, model_dir: str) -> PromptRenderer:
@@ -81,6 +84,12 @@ class PromptRenderer:
             ) from None
         return cls(tokenizer=tokenizer, folder=model_dir)
 
+    def _specials(self) -> re.Pattern[str] | None:
+        """The tokenizer's special tokens as one pattern (built once)."""
+        if self._special_pattern is None:
+            self._special_pattern = special_pattern(tokenizer_specials(self.tokenizer)) or re.compile("(?!)")
+        return self._special_pattern
+
     def render(
         self, messages: list[ChatMessage], tools: list[dict[str, Any]] | None = None, *, think: bool = False
     ) -> RenderedPrompt:
@@ -90,7 +99,7 @@ class PromptRenderer:
             self.folder,
             self.tokenizer.chat_template,
             lambda: self.tokenizer.apply_chat_template(
-                template_messages(messages),
+                defuse(template_messages(messages), self._specials()),
                 tools=(tools if tools is not None else self.tools) or None,
                 tokenize=False,
                 add_generation_prompt=True,

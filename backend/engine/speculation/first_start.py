@@ -29,7 +29,15 @@ from typing import TYPE_CHECKING, Protocol
 
 from backend.engine.prompt_sets import parity_prompts
 from backend.engine.protocol import EngineInfo, EngineRequest, Finished, SamplingSettings
-from backend.engine.speculation.choice import MIN_PAIRED, ProbeRun, SpeculationChoice, add_histogram, choose
+from backend.engine.speculation.choice import (
+    MIN_GAIN,
+    MIN_PAIRED,
+    ProbeRun,
+    SpeculationChoice,
+    add_histogram,
+    choose,
+    paired_speedups,
+)
 from backend.engine.speculation.kept import store_choice, stored_choice
 from backend.engine.speculation.replies import final_reply
 from backend.errors import EngineDied, GemmaChatError
@@ -186,14 +194,55 @@ async def decide(
     await engine.set_drafts(0, plan.up_to)
     plain, *drafted = (count.run(plan.method, counts[0]) for count in counts)
     choice = replace(choose(plain, drafted), measured_by="first start")
-    if choice.method == "none" and len(plain.rates) < MIN_PAIRED:
+    unsound = unsound_measurement(counts, plain, drafted, choice.method)
+    if unsound:
+        choice = replace(choice, reason=f"{unsound}; nothing is kept, the next start measures again")
+    elif choice.method == "none" and len(plain.rates) < MIN_PAIRED:
         reason = (
             f"the first start's {budget_s:.0f} s measured {len(plain.rates)} prompt(s), too few to "
-            "decide (a busy machine?); the next start measures again, `gemma-chat profiles --measure` "
-            "measures fully"
+            "decide at this model's speed; the next start measures again, `gemma-chat profiles "
+            "--measure` measures fully"
         )
         choice = replace(choice, reason=reason)
     return choice
+
+
+BUSY_SPREAD = 2.0
+"""The same request at the same drafts decoding this many times faster in one round than in
+another means the machine was busy while it measured (a quiet 2-core machine stays within about
+1.6x over an hour, measured): the figures decide nothing."""
+
+
+def unsound_measurement(
+    counts: list[_Count], plain: ProbeRun, drafted: list[ProbeRun], method: str
+) -> str | None:
+    """Why the figures cannot be kept, from their own evidence (None: they can): a request's rates
+    across rounds spread past ``BUSY_SPREAD``; or no speculation chosen although a count measured a
+    gain on the median — rejected only for one prompt slower than none, figures that contradict
+    each other."""
+    spreads = [
+        (min(rates), max(rates))
+        for count in counts
+        for rates in count.rates.values()
+        if len(rates) > 1 and min(rates) > 0
+    ]
+    low, high = max(spreads, key=lambda s: s[1] / s[0], default=(1.0, 1.0))
+    if high / low >= BUSY_SPREAD:
+        return (
+            f"one request decoded at {low:.0f} and {high:.0f} tok/s in two rounds: the machine was busy "
+            "while it measured"
+        )
+    if method != "none":
+        return None
+    for run in drafted:
+        ratios = paired_speedups(plain, run)
+        if run.diverged or len(ratios) < MIN_PAIRED or statistics.median(ratios) < MIN_GAIN:
+            continue
+        return (
+            f"{run.label()} measured {statistics.median(ratios):.2f}x on the median yet "
+            f"{min(ratios):.2f}x on one prompt: figures that contradict each other (a busy machine)"
+        )
+    return None
 
 
 async def _measure(
