@@ -124,3 +124,33 @@ def test_a_bad_config_file_stops_a_command_with_its_name(tmp_path: Path) -> None
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "config.toml: [tools] allowed_dir is not a setting" in result.stderr
     assert "Did you mean allowed_dirs?" in result.stderr
+
+
+async def test_a_pasted_megabyte_is_refused_at_once_and_kept(tmp_path: Path) -> None:
+    """Hardening round 4 (issue 55, item 1): a pasted 1 MB line, sent, held the app for 90 s+ at
+    100% CPU, growing to 3.9 GB, and it could not be quit. Refused now by size within the second,
+    the text kept in the input; a long message that fits shows its first 20,000 characters."""
+    import time
+
+    from app.tui.widgets.message_view import SHOWN_CHARS, MessageView
+    from app.tui.widgets.prompt_input import PromptInput
+    from tests.tui_pilot import make_app, send
+
+    app, _ = make_app(tmp_path)
+    async with app.run_test() as pilot:
+        notices: list[str] = []
+        app.notify = lambda message, **_: notices.append(str(message))  # type: ignore[method-assign]
+        prompt = app.query_one(PromptInput)
+        prompt.text = "x" * (1 << 20)
+        prompt.focus()
+        began = time.monotonic()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert time.monotonic() - began < 2.0
+        assert notices and notices[-1].startswith("Not sent: the message is 1,048,576 characters")
+        assert len(prompt.text) == 1 << 20 and not app.conversation.turns and app.turn is None
+        await send(app, pilot, "y" * 30_000)
+        user_view = next(v for v in app.query(MessageView) if v.role == "user")
+        assert len(user_view.text) == 30_000, "all of it is sent and stored"
+        shown = user_view.body._markdown or ""
+        assert len(shown) < SHOWN_CHARS + 100 and "10,000 more characters, sent in full" in shown

@@ -34,7 +34,7 @@ from app.tui.widgets.message_view import MessageView
 from app.tui.widgets.prompt_input import PromptInput
 from app.tui.widgets.status_bar import StatusBar
 from backend.chat.conversation import Conversation
-from backend.chat.store import ChatStore, StoreError
+from backend.chat.store import StoreError
 from backend.chat.turn import TurnOptions, TurnPipeline
 from backend.config.settings import Settings
 from backend.engine.pool import EngineFactory, EnginePool, EngineState
@@ -97,17 +97,6 @@ class GemmaChatApp(QuitActions, BranchActions, ChatActions, AttachActions, ToolA
         self.status = StatusBar(id="status")
         if settings.keymap:
             self.set_keymap(settings.keymap)
-
-    def _open_store(self) -> ChatStore | None:
-        try:
-            store = ChatStore(self.settings.history_path())
-        except StoreError as error:
-            self.call_later(self.notify, str(error), severity="error", timeout=15)
-            return None
-        if store.moved_aside is not None:
-            moved = f"The history database was unreadable; moved aside to {store.moved_aside}."
-            self.call_later(self.notify, moved, severity="error")
-        return store
 
     def get_default_screen(self) -> Screen[None]:
         return ChatScreen(id="_default")
@@ -220,6 +209,8 @@ class GemmaChatApp(QuitActions, BranchActions, ChatActions, AttachActions, ToolA
         if self._shutting_down or not self.messages_view.is_attached:  # quitting, or not on screen yet
             self.notify("Not sent: the app is not ready for it; your message is kept.", severity="warning")
             return
+        if refusal := turns.size_refusal(message.text):  # a pasted megabyte: refused at once, kept
+            return self.notify(refusal, severity="error", timeout=15)
         if not await self._pending_as_sent():
             return
         attachments = tuple(self.pending)
@@ -273,10 +264,8 @@ class GemmaChatApp(QuitActions, BranchActions, ChatActions, AttachActions, ToolA
         except GemmaChatError as error:  # refused before sending: back to the input, not in the history
             self.notify(str(error), severity="error", timeout=15)
             await self._show_turn_error(view, f"not sent: {error}")
-            given = turns.give_back(self.conversation.withdraw_user(), self.query_one(PromptInput))
-            if given is not None:
-                self.pending = list(given)
-                await self.query_one(AttachmentBar).show(self.pending)
+            inputs = (self.query_one(PromptInput), self.query_one(AttachmentBar))
+            self.pending = await turns.give_back(self.conversation.withdraw_user(), *inputs, self.pending)
         except Exception as error:  # a bug: an error block, the log, and the app goes on
             message = self.report_failure("running the turn", error)
             await self._show_turn_error(view, f"{message} Your message is kept: Ctrl+R tries again.")

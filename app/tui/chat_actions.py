@@ -13,7 +13,7 @@ from app.tui.screens.text_prompt import TextPromptScreen
 from app.tui.widgets.message_view import MessageView
 from backend.chat.conversation import Conversation
 from backend.chat.export import chat_markdown, receipt_json
-from backend.chat.store import ChatStore
+from backend.chat.store import ChatStore, StoreError
 from backend.config.settings import Settings
 from backend.engine.pool import EnginePool
 
@@ -37,6 +37,7 @@ class ChatHost(Protocol):
     def _rename(self, chat_id: int) -> None: ...
     def _last_reply(self) -> MessageView | None: ...
     def export(self, kind: str) -> Path: ...
+    def call_later(self, callback: Any, *args: Any, **kwargs: Any) -> bool: ...
 
 
 class ChatActions:
@@ -119,6 +120,17 @@ class ChatActions:
             return
         self.copy_to_clipboard(code)
         self.notify("Code block copied.")
+
+    def _open_store(self: ChatHost) -> ChatStore | None:
+        try:
+            store = ChatStore(self.settings.history_path())
+        except StoreError as error:
+            self.call_later(self.notify, str(error), severity="error", timeout=15)
+            return None
+        if store.moved_aside is not None:
+            moved = f"The history database was unreadable; moved aside to {store.moved_aside}."
+            self.call_later(self.notify, moved, severity="error")
+        return store
 
     def try_export(self: ChatHost, kind: str) -> Path | None:
         """``export``, with a failure to write said in the UI (the chat itself is untouched)."""

@@ -10,11 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from app.tui.widgets.attachment_bar import AttachmentBar
 from app.tui.widgets.compare_view import CompareView
 from app.tui.widgets.message_view import MessageView
 from app.tui.widgets.prompt_input import PromptInput
 from backend.chat.compare import CompareResult
 from backend.chat.conversation import Conversation, Turn
+from backend.chat.limits import MAX_MESSAGE_CHARS, too_long
 from backend.chat.rendering import TurnRenderer, dispatch
 from backend.chat.turn import HistoryTrimmed, PromptSized, TurnPipeline
 from backend.chat.verdict import Verdict, compares_so_far, first_path
@@ -201,10 +203,20 @@ async def run_compare(
                 conversation.add_reply(renderer.view.text, path, renderer.view.metrics, kept)
 
 
-def give_back(withdrawn: Turn | None, prompt: PromptInput) -> tuple[Attachment, ...] | None:
+async def give_back(
+    withdrawn: Turn | None, prompt: PromptInput, bar: AttachmentBar, pending: list[Attachment]
+) -> list[Attachment]:
     """A message refused before it was sent returns to an empty input: its text there, its
-    attachments for the caller to show again (None where nothing was given back)."""
+    attachments on the bar again. The attachments pending from now on (``pending`` where nothing
+    was given back)."""
     if withdrawn is None or prompt.text:
-        return None
+        return pending
     prompt.text = withdrawn.text
-    return withdrawn.attachments
+    given = list(withdrawn.attachments)
+    await bar.show(given)
+    return given
+
+
+def size_refusal(text: str) -> str | None:
+    """Why a message is too large to send (None: it is not)."""
+    return too_long(len(text)) if len(text) > MAX_MESSAGE_CHARS else None

@@ -50,6 +50,18 @@ def figures_line(metrics: TurnMetrics | None, path: str | None, tool_s: float | 
     return " · ".join(p for p in parts if p)
 
 
+SHOWN_CHARS = 20_000
+"""A message of yours shows at most this much (a pasted megabyte took the screen minutes to lay
+out); all of it is sent, stored and exported."""
+
+
+def shown(text: str, role: str) -> str:
+    """What the chat shows of a message: yours cut at ``SHOWN_CHARS``, saying how much more there is."""
+    if role != "user" or len(text) <= SHOWN_CHARS:
+        return text
+    return f"{text[:SHOWN_CHARS]}\n\n*… {len(text) - SHOWN_CHARS:,} more characters, sent in full*"
+
+
 def chat_markdown() -> MarkdownIt:
     """Textual's parser, with a line break kept where the text has one.
 
@@ -113,7 +125,9 @@ class MessageView(Vertical):
         tools.display = bool(self.tool_records)
         yield tools
         yield self.thought
-        yield Markdown(terminal_safe(self.text), classes="body", parser_factory=chat_markdown)
+        yield Markdown(
+            terminal_safe(shown(self.text, self.role)), classes="body", parser_factory=chat_markdown
+        )
         if self.role != "user":
             yield Sparkline([], classes="spark")
             line = figures_line(self.metrics, self.path, self.tool_seconds)
