@@ -15,7 +15,7 @@ from app.tui.widgets.message_view import MessageView
 from app.tui.widgets.prompt_input import PromptInput
 from backend.chat.store import ChatStore
 from tests.fake_engine import FakeEngine
-from tests.tui_pilot import make_app, replies, send, wait_until
+from tests.tui_pilot import make_app, replies, send, send_refused, wait_until
 
 
 async def test_send_streams_reply_with_figures_and_stores_it(tmp_path: Path) -> None:
@@ -139,8 +139,9 @@ async def test_engine_failure_is_one_sentence(tmp_path: Path) -> None:
         await app.workers.wait_for_complete()
         await pilot.pause()
         assert app.status.engine.startswith("failed")
-        await send(app, pilot, "Will this work?")
-        assert app.conversation.turns[0].text == "Will this work?", "the prompt is kept"
+        await send_refused(app, pilot, "Will this work?")
+        # round 4 (issue 55, item 8): kept in the input, not in the history it would be sent with
+        assert app.query_one(PromptInput).text == "Will this work?" and not app.conversation.turns
 
 
 async def test_dead_engine_mid_turn_is_reported_then_restarted(tmp_path: Path) -> None:
@@ -335,9 +336,10 @@ async def test_attachment_the_model_cannot_take_is_refused_before_sending(tmp_pa
         await wait_until(pilot, lambda: app.pool.state("optimized").ready)
         app.query_one(PromptInput).post_message(PromptInput.PathPasted(audio))
         await wait_until(pilot, lambda: len(app.pending) == 1)
-        await send(app, pilot, "Listen")
+        await send_refused(app, pilot, "Listen")
         assert any("cannot take audio" in str(n.message) for n in app._notifications)
-        assert app.conversation.turns[0].text == "Listen", "the prompt and its attachment stay"
+        assert app.query_one(PromptInput).text == "Listen", "the prompt and its attachment stay"
+        assert len(app.pending) == 1 and not app.conversation.turns
 
 
 async def test_eager_profile_is_the_starting_path_and_f2_leaves_it(tmp_path: Path) -> None:

@@ -53,5 +53,14 @@ async def send(app: GemmaChatApp, pilot: Any, text: str) -> None:
     await wait_until(pilot, lambda: prompt.text == "" and app.turn is None)
 
 
+async def send_refused(app: GemmaChatApp, pilot: Any, text: str) -> None:
+    """Send ``text`` where it will be refused before sending: wait until it is back in the input."""
+    prompt = app.query_one(PromptInput)
+    prompt.text = text
+    prompt.focus()
+    await pilot.press("enter")
+    await wait_until(pilot, lambda: prompt.text == text and app.turn is None and bool(app._notifications))
+
+
 def replies(app: GemmaChatApp) -> list[MessageView]:
     return [v for v in app.query(MessageView) if v.role != "user"]
