@@ -9,7 +9,6 @@ A second signal while shutting down exits at once (the CLI still ends every chil
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import signal
 from typing import Any, Protocol
 
@@ -31,6 +30,7 @@ class QuitHost(Protocol):
     path: str
     workers: Any
     screen_stack: list[Any]
+    is_running: bool
     _shutting_down: bool
     _quit_task: asyncio.Future[None] | None
 
@@ -62,11 +62,14 @@ class QuitActions:
             await self.shut_down("Ctrl+C")
 
     def catch_signals(self: QuitHost) -> None:
-        """SIGTERM, SIGHUP and SIGINT quit the app as Ctrl+Q does (the terminal is restored)."""
-        loop = asyncio.get_running_loop()
-        for signum, name in SIGNALS.items():
-            with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):  # not the main thread
-                loop.add_signal_handler(signum, self._on_signal, name)
+        """SIGTERM, SIGHUP and SIGINT quit the app as Ctrl+Q does (the terminal is restored), and
+        within ``exit_deadline.DEADLINE_S`` even where the loop is held by other work."""
+        from app.tui import exit_deadline
+
+        def terminal_mode() -> Any:
+            return getattr(getattr(self, "_driver", None), "attrs_before", None)
+
+        exit_deadline.install(SIGNALS, self._on_signal, lambda: bool(self.is_running), terminal_mode)
 
     def _on_signal(self: QuitHost, name: str) -> None:
         if self._shutting_down:
@@ -85,6 +88,9 @@ class QuitActions:
                 self._save_partial(turn, reason)
             await asyncio.gather(self.pool.shutdown(), self._close_mcp(), return_exceptions=True)
         finally:
+            from app.tui import exit_deadline
+
+            exit_deadline.disarm()  # the loop did it in time
             self.exit()
 
     async def _stop_turn_for_quit(self: QuitHost) -> TurnPipeline | None:
