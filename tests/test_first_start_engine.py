@@ -43,7 +43,7 @@ async def test_the_first_start_decides_on_the_real_engine_and_a_warm_start_appli
             info = await engine.start(said.append)
         assert any("measuring speculation" in line for line in said), said
         choice = stored_choice(config.drafts.key)
-        assert choice is not None and choice.measured_by == "first start"
+        assert choice is not None and choice.measured_by == "first start", info.speculation
         assert info.speculation == choice.verdict()
         assert [run.drafts for run in choice.runs] == [0, 1, 2, 3, 4]
         for run in choice.runs:

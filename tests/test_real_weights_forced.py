@@ -3,8 +3,9 @@
 The corpus test (``tests/test_real_weights_parity.py``) runs on the class this machine has; here
 ``GEMMA_CHAT_FORCE_LINEAR=kernel`` makes both engines compute bfloat16 linears as an AVX2 CPU does
 (PyTorch's fallback in the baseline, gemma-chat's kernel in the optimized path, whose every layer
-passes the row check, so nothing is cut). In its own file so that it runs in the other lane of
-``python3 -m tests`` beside the corpus.
+passes the row check, so nothing is cut). Both engines run eagerly (no torch.compile): the same
+kernels, and half the start, in a suite that must stay short. In its own file so that it runs in
+the other lane of ``python3 -m tests`` beside the corpus.
 """
 
 from __future__ import annotations
@@ -29,11 +30,13 @@ async def test_forced_avx2_class_keeps_parity(
     AVX2 path is several times slower here."""
     monkeypatch.setenv(FORCE_ENV, "kernel")
     prompts = [p for p in load_prompt_set("real_parity_corpus.json") if p.kind == "chat"][:8]
-    baseline = await _engine(EngineProfile.baseline(), real_weights, gemma_home)
+    baseline = await _engine(EngineProfile.baseline(), real_weights, gemma_home, eager=True)
     try:
         reference = await _tokens(baseline, prompts, "ref-", 64)
     finally:
         await baseline.shutdown()
-    differing, summary = await _speculative_differences(real_weights, gemma_home, prompts, reference, 64)
+    differing, summary = await _speculative_differences(
+        real_weights, gemma_home, prompts, reference, 64, eager=True
+    )
     print(f"real-weights parity, forced AVX2 class, {summary}")
     assert not differing, differing

@@ -44,10 +44,13 @@ SOLO = ("p00", "long-context", "multi-turn-code")
 """Prompts also run alone on the reference: the cut must not change a solo request's tokens."""
 
 
-async def _engine(profile: EngineProfile, folder: Path, home: Path) -> VllmEngine:
+async def _engine(profile: EngineProfile, folder: Path, home: Path, eager: bool = False) -> VllmEngine:
+    """``eager``: both engines without torch.compile (a forced class's run: half the start)."""
     source = resolve(str(folder))
     config = engine_config(profile, source, SETTINGS)
     args = dict(config.args)
+    if eager:
+        args["enforce_eager"] = Argument(True, "tests: no compile (the same kernels, eagerly, on both paths)")
     if "speculative_config" in args:  # drafts at every load (a CPU stops drafting above 4 requests)
         spec = dict(args["speculative_config"].value)
         spec["num_speculative_tokens_per_batch_size"] = [[1, 1 << 16, spec["num_speculative_tokens"]]]
@@ -88,13 +91,18 @@ async def _tokens(
 
 
 async def _speculative_differences(
-    folder: Path, home: Path, prompts: Sequence[SetPrompt], reference: dict[str, tuple[int, ...]], tokens: int
+    folder: Path,
+    home: Path,
+    prompts: Sequence[SetPrompt],
+    reference: dict[str, tuple[int, ...]],
+    tokens: int,
+    eager: bool = False,
 ) -> tuple[list[str], str]:
     """Run ``prompts`` at once on the optimized path (drafting at every load) and compare."""
     shipped = engine_config(EngineProfile.optimized(), resolve(str(folder)), SETTINGS)
     if row_exact_env():  # the optimized path verifies row-exactly whenever it drafts
         assert shipped.env[ROW_EXACT_ENV].value == 1
-    optimized = await _engine(EngineProfile.optimized(), folder, home)
+    optimized = await _engine(EngineProfile.optimized(), folder, home, eager)
     try:
         finished = await _finished(optimized, prompts, "opt-", tokens)
     finally:

@@ -95,8 +95,15 @@ async def test_errors_in_screen_callbacks_palette_commands_and_workers_are_repor
         def full_disk(kind: str) -> Path:
             raise OSError(28, "No space left on device")
 
-        monkeypatch.setattr(app, "export", full_disk)
+        def broken(kind: str) -> Path:
+            raise RuntimeError("a bug in the export")
+
         (command,) = [c for c in app.get_system_commands(app.screen) if c.title == "Export Markdown"]
+        monkeypatch.setattr(app, "export", full_disk)  # a full disk is said, not a bug (round 4)
+        await command.callback()
+        await pilot.pause()
+        assert "Not exported: the exports folder: No space left on device." in _notes(app)
+        monkeypatch.setattr(app, "export", broken)
         await command.callback()
         await pilot.pause()
         assert _has_internal_error(app, "running 'Export Markdown'"), _notes(app)

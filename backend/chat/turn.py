@@ -40,6 +40,7 @@ from backend.engine.protocol import (
 from backend.engine.quiet import settle
 from backend.engine.reply_events import ReplyDelta, finish_step, read_step
 from backend.errors import PromptTooLong
+from backend.gemma4.defuse import Structure
 from backend.gemma4.messages import IMAGE_PLACEHOLDER, ChatMessage, RenderedPrompt
 from backend.gemma4.reply import Prompted, ReplyStream
 from backend.media.attachment import Attachment, AttachmentError, media_payloads
@@ -197,7 +198,8 @@ class TurnPipeline:
         for message in transcript:
             loaded = [a for a in map(self._tool_image, message.images) if a is not None]
             if loaded and isinstance(message.data, dict):
-                message = replace(message, data={**message.data, "images": IMAGE_PLACEHOLDER * len(loaded)})
+                placeholders = Structure(IMAGE_PLACEHOLDER * len(loaded))  # the app's own: not defused
+                message = replace(message, data={**message.data, "images": placeholders})
                 media.extend(loaded)
             shown.append(message)
         return shown, media

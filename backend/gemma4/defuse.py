@@ -7,7 +7,8 @@ tool calls (indirect prompt injection in the model's own tokens). Every string t
 template's messages — text, thoughts, tool-call arguments, tool responses — has each special token
 of the model's tokenizer broken by a WORD JOINER (U+2060, invisible) after its first character:
 ``<|turn>`` becomes ``<⁠|turn>``, which the tokenizer reads as ordinary text. Only the template's
-own markers are special tokens in the prompt. What the app shows and stores is the text as it was.
+own markers are special tokens in the prompt, and the placeholders the app itself places
+(``Structure``). What the app shows and stores is the text as it was.
 """
 
 from __future__ import annotations
@@ -19,6 +20,12 @@ from typing import Any
 JOINER = "\u2060"
 STRUCTURE_KEYS = frozenset({"role", "type"})
 """Keys whose values the app itself sets (never text from outside)."""
+
+
+class Structure(str):
+    """Text the app itself writes into a message that must keep its special tokens (the image
+    placeholders of a tool response whose images go to the model); nothing read from outside is
+    one — JSON and tools give plain strings."""
 
 
 def special_pattern(tokens: Iterable[str]) -> re.Pattern[str] | None:
@@ -43,6 +50,8 @@ def defuse_text(text: str, pattern: re.Pattern[str] | None) -> str:
 
 def defuse(value: Any, pattern: re.Pattern[str] | None) -> Any:
     """``value`` (the template's messages) with every string defused, structure keys aside."""
+    if isinstance(value, Structure):
+        return str(value)
     if isinstance(value, str):
         return defuse_text(value, pattern)
     if isinstance(value, list):
