@@ -154,3 +154,21 @@ async def test_a_pasted_megabyte_is_refused_at_once_and_kept(tmp_path: Path) -> 
         assert len(user_view.text) == 30_000, "all of it is sent and stored"
         shown = user_view.body._markdown or ""
         assert len(shown) < SHOWN_CHARS + 100 and "10,000 more characters, sent in full" in shown
+
+
+async def test_a_paste_is_inserted_once(tmp_path: Path) -> None:
+    """Found while pasting the megabyte (round 4): the prompt called TextArea's paste handler, and
+    Textual called it again after, so every paste went in twice (a 1 MB paste became 2 MB)."""
+    from textual import events
+
+    from app.tui.widgets.prompt_input import PromptInput
+    from tests.tui_pilot import make_app
+
+    app, _ = make_app(tmp_path)
+    async with app.run_test() as pilot:
+        prompt = app.query_one(PromptInput)
+        prompt.focus()
+        app.post_message(events.Paste("def pasted_once(x):"))  # as the terminal's driver does
+        await pilot.pause()
+        await pilot.pause()
+        assert prompt.text == "def pasted_once(x):"

@@ -66,13 +66,13 @@ class PromptInput(TextArea):
         super().__init__(soft_wrap=True, show_line_numbers=False, **kwargs)  # type: ignore[arg-type]
 
     async def _on_paste(self, event: events.Paste) -> None:
+        """A pasted path becomes an attachment; other text is TextArea's to insert — Textual calls
+        its own ``_on_paste`` after this one (calling it here too pasted everything twice)."""
         path = pasted_path(event.text)
         if path is not None:
             event.prevent_default()
             event.stop()
             self.post_message(self.PathPasted(path))
-            return
-        await super()._on_paste(event)
 
     async def _on_key(self, event: events.Key) -> None:
         current: str = self.document.text
