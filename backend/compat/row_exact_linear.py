@@ -153,7 +153,7 @@ def _define_op() -> None:
         linear = _state["layers"][index][0]
         rows = x.reshape(-1, x.shape[-1])
         sizes = _segments()
-        if not sizes or rows.shape[0] < 2:
+        if not sizes or rows.shape[0] < 2 or sum(sizes) > rows.shape[0]:  # not this step's rows
             return linear(x, weight, bias)
         pieces, start = [], 0
         for size in sizes:
