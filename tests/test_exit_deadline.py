@@ -77,3 +77,23 @@ def test_a_free_loop_quits_its_own_way_and_the_deadline_is_disarmed() -> None:
         child.kill()
     assert code == 0
     assert child.stdout is not None and "quit by SIGTERM" in child.stdout.read()
+
+
+def test_a_second_app_in_one_process_hands_on_to_the_first_handler_not_to_the_first_app() -> None:
+    import asyncio
+
+    from app.tui import exit_deadline
+
+    original = signal.getsignal(signal.SIGUSR1)
+    first_running = [True]
+
+    async def install_twice() -> None:
+        exit_deadline.install({signal.SIGUSR1: "SIGUSR1"}, print, lambda: first_running[0])  # type: ignore[dict-item]
+        first_running[0] = False
+        exit_deadline.install({signal.SIGUSR1: "SIGUSR1"}, print, lambda: False)  # type: ignore[dict-item]
+
+    try:
+        asyncio.run(install_twice())
+        assert signal.getsignal(signal.SIGUSR1).previous[int(signal.SIGUSR1)] == original  # type: ignore[union-attr]
+    finally:
+        signal.signal(signal.SIGUSR1, original)

@@ -59,6 +59,13 @@ def _exit_now(code: int, terminal_mode: Any) -> None:
     os._exit(code)
 
 
+def _before_us(handler: Any, signum: int) -> Any:
+    """The handler ``signum`` had before any app of this process installed one (a second app in
+    one process — the tests' — does not chain to the first)."""
+    earlier = getattr(handler, "previous", None)
+    return handler if earlier is None else earlier.get(signum, signal.SIG_DFL)
+
+
 def install(
     signals: dict[signal.Signals, str],
     quit_by: Callable[[str], None],
@@ -71,7 +78,7 @@ def install(
     import asyncio
 
     loop = asyncio.get_running_loop()
-    previous: dict[int, Any] = {int(signum): signal.getsignal(signum) for signum in signals}
+    previous: dict[int, Any] = {int(s): _before_us(signal.getsignal(s), int(s)) for s in signals}
     names = {int(signum): name for signum, name in signals.items()}
 
     def caught(signum: int, frame: Any) -> None:
@@ -86,6 +93,7 @@ def install(
         arm(128 + signum, deadline_s, terminal_mode())
         loop.call_soon_threadsafe(quit_by, names[signum])
 
+    caught.previous = previous  # type: ignore[attr-defined]
     for signum in signals:
         with contextlib.suppress(ValueError, OSError, RuntimeError):  # not the main thread
             signal.signal(signum, caught)
