@@ -67,3 +67,9 @@ def test_a_cut_step_gives_each_row_its_one_row_bits() -> None:
     for i in range(5):  # a's rows: each as a one-row step computes it
         assert torch.equal(out[i : i + 1], linear(x[i : i + 1], empty, None))
     assert torch.equal(out[5:], linear(x[5:], empty, None))  # b's prefill chunk: as alone
+
+
+def test_compare_names_it_in_words() -> None:
+    from backend.chat.compare import PathDifference
+
+    assert PathDifference(f"env {row_exact_linear.ENV}", None, "1").label() == "row-exact verification"

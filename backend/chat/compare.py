@@ -15,6 +15,7 @@ from backend.compat.draft_schedule import ENV as DRAFT_SCHEDULE_ENV
 from backend.compat.live_spec_metrics import ENV as LIVE_SPEC_METRICS_ENV
 from backend.compat.one_call_step import ENV as ONE_CALL_STEP_ENV
 from backend.compat.prefill_drafts import ENV as NO_PREFILL_DRAFTS_ENV
+from backend.compat.row_exact_linear import ENV as ROW_EXACT_ENV
 from backend.compat.sampled_row_drafts import ENV as SAMPLED_ROW_DRAFTS_ENV
 from backend.compat.uni_worker import ENV as UNI_WORKER_ENV
 from backend.engine.compile_cache import GRAPH_KEY
@@ -28,6 +29,7 @@ ENV_LABELS = {
     f"env {NO_PREFILL_DRAFTS_ENV}": "first token before drafts",
     f"env {SAMPLED_ROW_DRAFTS_ENV}": "drafter on sampled rows",
     f"env {UNI_WORKER_ENV}": "worker in the engine-core process",
+    f"env {ROW_EXACT_ENV}": "row-exact verification",
 }
 """What each of the optimized path's environment variables does, in the compare line's words."""
 
