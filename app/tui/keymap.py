@@ -39,9 +39,9 @@ def bindings_by_class() -> list[dict[str, list[str]]]:
     return found
 
 
-def binding_ids() -> set[str]:
+def binding_ids(classes: list[dict[str, list[str]]] | None = None) -> set[str]:
     """Every binding id of the app, its screens and widgets (what ``[keymap]`` can rebind)."""
-    return {name for ids in bindings_by_class() for name in ids}
+    return {name for ids in (bindings_by_class() if classes is None else classes) for name in ids}
 
 
 def types_text(key: str) -> bool:
@@ -51,9 +51,12 @@ def types_text(key: str) -> bool:
     return plain and (base == "space" or (len(base) == 1 and base.isprintable()))
 
 
-def collision(keymap: dict[str, str], binding: str, key: str) -> str | None:
-    """Another binding of the same screen or widget that ``key`` already presses (after ``keymap``)."""
-    for ids in bindings_by_class():
+def collision(
+    keymap: dict[str, str], binding: str, key: str, classes: list[dict[str, list[str]]]
+) -> str | None:
+    """Another binding of the same screen or widget (``classes``: ``bindings_by_class()``) that
+    ``key`` already presses (after ``keymap``)."""
+    for ids in classes:
         if binding not in ids:
             continue
         for other, defaults in ids.items():
@@ -89,7 +92,8 @@ def check_keymap(keymap: dict[str, str]) -> None:
     """``SettingsError`` for the first entry of ``keymap`` that would be ignored or unpressable."""
     if not keymap:
         return
-    ids, keys = binding_ids(), key_names()
+    classes = bindings_by_class()
+    ids, keys = binding_ids(classes), key_names()
     where = f"In {config_file()} (or GEMMA_CHAT_KEYMAP)"
     for binding, value in keymap.items():
         if binding not in ids:
@@ -105,7 +109,7 @@ def check_keymap(keymap: dict[str, str]) -> None:
                 problem = (
                     f"{key.strip()!r} types text in the prompt (a message would lose it): add a modifier"
                 )
-            taken = None if problem else collision(keymap, binding, key)
+            taken = None if problem else collision(keymap, binding, key, classes)
             if taken:
                 problem = f"{key.strip()!r} already presses {taken} (rebind that too, or choose another key)"
             if problem:

@@ -85,24 +85,21 @@ def max_rows() -> int:
         return DEFAULT_ROWS
 
 
-def row_variant(linear: Callable[..., Any], weight: Any, bias: Any, k: int, rows: int) -> tuple[bool, int]:
-    """Whether ``linear`` gives any row other bits with 2..``rows`` rows than with that row alone,
-    and its number of outputs."""
+def row_variant(linear: Callable[..., Any], weight: Any, bias: Any, k: int, rows: int) -> bool:
+    """Whether ``linear`` gives any row other bits with 2..``rows`` rows than with that row alone."""
     import torch
 
     generator = torch.Generator().manual_seed(0)
-    n_out = 0
     for m in range(2, rows + 1):
         done = 0
-        while done == 0 or done < OUTPUTS_PER_CHECK:
+        while done < OUTPUTS_PER_CHECK:
             x = torch.randn(m, k, generator=generator).to(weight.dtype)
             together = linear(x, weight, bias)
-            n_out = int(together.shape[-1])
             for i in range(m):
                 if not torch.equal(together[i : i + 1], linear(x[i : i + 1], weight, bias)):
-                    return True, n_out
-            done += m * n_out
-    return False, n_out
+                    return True
+            done += m * int(together.shape[-1])
+    return False
 
 
 def _wrap(layer: Any) -> None:
@@ -125,7 +122,7 @@ def _wrap(layer: Any) -> None:
     code = getattr(original, "__code__", None)
     key = (code if code is not None else type(original), n_out, k, weight.dtype, bias is None)
     if key not in _verdicts:  # the order of a reduction is the matmul's and the shape's, not the weights'
-        _verdicts[key] = row_variant(original, weight, bias, k, max_rows())[0]
+        _verdicts[key] = row_variant(original, weight, bias, k, max_rows())
     if not _verdicts[key]:
         return
     index = len(_state["layers"])
