@@ -184,7 +184,7 @@ async def test_a_failed_measurement_leaves_the_engine_without_drafts_and_says_wh
 
     info = EngineInfo("demo", 4096, frozenset({"text"}), {})
     plan = DraftPlan("mtp", 4, "key-failing-test", 4)
-    settled = await with_drafts_settled(Failing(RECORDED), info, plan, renderer, lambda _: None)
+    settled, _ = await with_drafts_settled(Failing(RECORDED), info, plan, renderer, lambda _: None)
     assert settled.speculation is None
     assert settled.start_note is not None and "runs without drafts" in settled.start_note
     assert stored_choice(plan.key) is None, "nothing kept: the next start measures again"

@@ -47,7 +47,7 @@ def test_the_check_finds_onednn_row_variant_where_native_bf16_blocks_the_inner_d
 def test_a_cut_step_gives_each_row_its_one_row_bits() -> None:
     linear = _onednn(640, 2048)
     row_exact_linear._define_op()
-    row_exact_linear._state["layers"] = [(linear, 640)]
+    row_exact_linear._state["layers"] = {"model.layers.0.mlp.down_proj": (linear, 640)}
     x = torch.randn(9, 2048, generator=torch.Generator().manual_seed(2)).to(torch.bfloat16)
     empty = torch.empty(0, dtype=torch.bfloat16)
 
@@ -61,12 +61,22 @@ def test_a_cut_step_gives_each_row_its_one_row_bits() -> None:
     row_exact_linear._state["step"] = (type("Runner", (), {"input_batch": Batch()})(), Step())
     row_exact_linear._state["segments"] = None
     try:
-        out = torch.ops.gemma_chat.row_exact_linear(x, empty, None, 0)
+        out = torch.ops.gemma_chat.row_exact_linear(x, empty, None, "model.layers.0.mlp.down_proj")
     finally:
         row_exact_linear._state["step"] = None
     for i in range(5):  # a's rows: each as a one-row step computes it
         assert torch.equal(out[i : i + 1], linear(x[i : i + 1], empty, None))
     assert torch.equal(out[5:], linear(x[5:], empty, None))  # b's prefill chunk: as alone
+
+
+def test_a_graph_naming_a_layer_this_engine_did_not_wrap_fails_loudly() -> None:
+    """Layers were once called by their position in the check order: a cached graph compiled when
+    the embeddings were checked first multiplied by another layer's weights after that order changed."""
+    row_exact_linear._define_op()
+    row_exact_linear._state["layers"] = {}
+    x = torch.zeros(1, 64, dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError, match="did not check as row-variant"):
+        torch.ops.gemma_chat.row_exact_linear(x, torch.empty(0), None, "model.layers.3.mlp.down_proj")
 
 
 def test_compare_names_it_in_words() -> None:

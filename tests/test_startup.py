@@ -126,3 +126,28 @@ def test_the_compile_cache_loads_on_the_cpu_build() -> None:
     artifact = BundledAOTAutogradSerializableCallable.__new__(BundledAOTAutogradSerializableCallable)
     artifact.compiled_fn = lambda *a: a
     assert artifact.finalize_loading(object()) is None
+
+
+async def test_a_first_starts_speculation_measurement_is_not_what_the_next_start_expects(
+    tmp_path: Path,
+) -> None:
+    """The measurement runs once per model and machine: the next start's estimate leaves it out."""
+    import asyncio
+
+    from backend.engine.pool import EnginePool
+    from tests.fake_engine import FakeEngine
+
+    class Measuring(FakeEngine):
+        async def start(self, progress=None):  # type: ignore[no-untyped-def]
+            assert progress is not None
+            await asyncio.sleep(0.2)
+            progress("measuring speculation ≤40 s")
+            await asyncio.sleep(0.6)
+            progress("ready")
+            return await super().start(None)
+
+    history = StartHistory(tmp_path / "starts.json")
+    pool = EnginePool(lambda profile: Measuring(profile), model="e2b", history=history)
+    await pool.ensure("optimized")
+    expected = history.expected_s("e2b:optimized")
+    assert expected is not None and 0.15 <= expected < 0.5, expected

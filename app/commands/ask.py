@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Callable
 from typing import TextIO
 
 from app.commands.ask_output import AskOutput, JsonReport, TextPrinter
@@ -24,12 +25,12 @@ from backend.chat.turn import FixedPrompt, TurnOptions, TurnPipeline, check_towe
 from backend.chat.verdict import Verdict
 from backend.engine.env import import_engine
 from backend.engine.factory import make_engine, new_log_path, remote_engine, resolve_model, server_for
-from backend.engine.gpu import GpuRefused
 from backend.engine.log import capture_stderr
-from backend.engine.placement import plan_for
-from backend.engine.protocol import Engine, Finished, PathEngine, SamplingSettings
+from backend.engine.placement import host_plan_for, plan_for
+from backend.engine.protocol import Engine, EngineInfo, Finished, PathEngine, SamplingSettings
 from backend.engine.reply_events import ReplyDelta
 from backend.engine.startup import StartClock, timings
+from backend.engine.swap import ResidentEngine, Swapper
 from backend.engine.vllm import VllmEngine
 from backend.engine.warmup import warm_up
 from backend.errors import GemmaChatError
@@ -59,15 +60,13 @@ def run_ask(args: argparse.Namespace) -> int:
     }
     in_process = [name for name in profiles if name not in engines]
     model_name = str(settings.server or settings.baseline_server)
+    swapping = False
     if in_process:
         source = resolve_model(settings)
         check_towers({a.kind for a in attachments}, source.modalities(), source.name)
         plan = plan_for(source, settings.engine)  # on a GPU: the shares (refusals up front); else None
-        if plan is not None and plan.mode == "swap" and len(in_process) == 2:
-            raise GpuRefused(
-                f"ask --profile compare starts both engines at once, and {plan.gpu.name} holds one.",
-                "Compare in the chat app (F3 swaps engines), or run `gemma-chat bench` (paths in turn).",
-            )
+        ram = host_plan_for(source, settings.engine) if plan is None else None  # the CPU's RAM
+        swapping = len(in_process) == 2 and (plan.mode if plan else ram.mode if ram else "") == "swap"
         engines.update(
             {name: make_engine(settings, source, name, len(in_process), log, plan) for name in in_process}
         )
@@ -94,7 +93,7 @@ def run_ask(args: argparse.Namespace) -> int:
                 console.write(f"gemma-chat: {warning}\n")
         pipeline = TurnPipeline(FixedPrompt(messages, attachments), options, runner, settings.tools)
         try:
-            code = asyncio.run(_ask(engines, model_name, pipeline, out, host, console, clock))
+            code = asyncio.run(_ask(engines, model_name, pipeline, out, host, console, clock, swapping))
         finally:
             if host is not None:
                 host.close()
@@ -128,17 +127,26 @@ async def _ask(
     host: McpHost | None,
     console: TextIO,
     clock: StartClock | None = None,
+    swapping: bool = False,
 ) -> int:
-    """Start the engines, run the turn (compare: on both), print it; the exit code."""
+    """Start the engines, run the turn (compare: on both), print it; the exit code. ``swapping``:
+    the memory holds one engine at a time — each path's engine is started (and warmed up) when its
+    turn comes, the other stopped first (``Swapper``); no figure includes the swap."""
     mark = clock.mark if clock is not None else (lambda _stage: None)
+    if swapping:
+        console.write(
+            "gemma-chat: this machine's memory holds one engine at a time: compare runs the baseline, "
+            "stops its engine and starts the optimized path's (the swap is not timed)\n"
+        )
+        engines = swapped_engines(engines, out.progress)
     try:
         first = next(iter(engines.values()))
         if isinstance(first, VllmEngine):  # the model folder's template, before minutes of engine start
             await asyncio.to_thread(
                 first.render, pipeline.source.messages(), [], think=pipeline.options.think
             )
-        targets = []
-        for name, engine in engines.items():
+        infos = {}
+        for name, engine in reversed(engines.items()) if swapping else engines.items():
             out.progress(f"starting the {name} engine on {model}…")
             if isinstance(engine, VllmEngine):
                 engine.prestart()  # its engine core's interpreter imports beside this process
@@ -153,7 +161,8 @@ async def _ask(
             out.progress("warming up")
             await warm_up(engine)  # not shown: the turn is timed on a warm engine
             mark("warm-up")
-            targets.append(PathEngine(name, engine, info))
+            infos[name] = info
+        targets = [PathEngine(name, engine, infos[name]) for name, engine in engines.items()]
         if host is not None:
             await asyncio.to_thread(host.wait_settled)
             for status in host.statuses():
@@ -164,7 +173,7 @@ async def _ask(
         if len(targets) == 2:
             async for item in pipeline.compare(targets[0], targets[1]):
                 if isinstance(item, CompareResult):
-                    out.compare(Verdict(item))
+                    out.compare(Verdict(item, swapped=swapping))
                     return 0
                 await dispatch(renderers[item.path], item.event)
             codes = [renderer.exit_code for renderer in renderers.values() if renderer.exit_code]
@@ -181,3 +190,17 @@ async def _ask(
     finally:
         for engine in engines.values():
             await engine.shutdown()
+
+
+def swapped_engines(engines: dict[str, Engine], progress: Callable[[str], None]) -> dict[str, Engine]:
+    """``engines`` behind one ``Swapper``: a path's engine starts, and warms up, when it is used."""
+    raw = dict(engines)
+
+    async def start(name: str) -> EngineInfo:
+        progress(f"starting the {name} engine (the other is stopped: one fits in memory)…")
+        info = await raw[name].start(progress)
+        await warm_up(raw[name])
+        return info
+
+    swapper = Swapper(raw, start, lambda _name: None, lambda _path, _stage, _detail: None)
+    return {name: ResidentEngine(swapper, name, engine) for name, engine in raw.items()}

@@ -12,10 +12,11 @@ from backend.engine.compile_cache import GRAPH_REASON
 from backend.engine.factory import resolve_model
 from backend.engine.gpu import GpuRefused, described_gpu, parse_capability
 from backend.engine.gpu_args import expected_attention
+from backend.engine.host_plan import HostRefused
 from backend.engine.log import capture_stderr
 from backend.engine.memory_plan import MemoryPlan
 from backend.engine.model_source import DEFAULT_MODEL, ModelSource, described_default_model
-from backend.engine.placement import plan_for
+from backend.engine.placement import host_plan_for, plan_for
 from backend.engine.profiles import PROFILE_NAMES, EngineProfile, engine_config
 from backend.engine.speculation.choice import SpeculationChoice
 from backend.errors import ModelNotFound
@@ -95,6 +96,16 @@ COMPARE_BY_MODE = {
 }
 
 
+def _print_host_plan(source: ModelSource, settings: EngineSettings) -> None:
+    """The CPU's host-memory plan for both paths (a refusal is printed, not raised: the rest holds)."""
+    try:
+        lines = host_plan_for(source, settings).lines()
+    except HostRefused as refused:
+        lines = [f"host memory: {refused}"]
+    for line in lines:
+        print(line)
+
+
 def run_profiles(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     source, note = _source(settings)
@@ -114,8 +125,7 @@ def run_profiles(args: argparse.Namespace) -> int:
         print(f"platform: {'CUDA GPU' if gpu else 'CPU'} (vLLM's {'CUDA' if gpu else 'CPU'} build)")
     if not gpu:
         _print_cpu_classes()
-        if settings.engine.both_paths == "swap":
-            print("both paths: swap (engine.both_paths): F2 and compare stop one engine and start the other")
+        _print_host_plan(source, settings.engine)
     if plan is not None:
         _print_plan(plan)
     if args.measure:

@@ -180,7 +180,7 @@ async def run_compare(
     renderers = {path: ReplyRenderer(pane, hooks) for path, pane in view.panes.items()}
     async for item in pipeline.compare(baseline, optimized, first):
         if isinstance(item, CompareResult):
-            verdict = Verdict(item, tuple(earlier), first)
+            verdict = Verdict(item, tuple(earlier), first, swapped=pool.swapper is not None)
             view.show_result(verdict)
             extra: dict[str, object] = {
                 **verdict.extra(),

@@ -59,6 +59,8 @@ class Verdict:
     result: CompareResult
     earlier: tuple[float | None, ...] = ()
     first: str = "baseline"
+    swapped: bool = False
+    """The engines took turns in memory (one fits at a time): the swap is in no figure."""
 
     @property
     def speedups(self) -> Spread:
@@ -100,7 +102,10 @@ class Verdict:
             if not parity.identical
             else ""
         )
-        return f"{self.speedup_line()} · parity: {parity.describe()}{differs}{mode}"
+        swap = (
+            " · engines swapped (memory holds one at a time; the swap is not timed)" if self.swapped else ""
+        )
+        return f"{self.speedup_line()} · parity: {parity.describe()}{differs}{mode}{swap}"
 
     def extra(self) -> dict[str, object]:
         """What a compared reply saves so the chat's later compares can read it."""

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from backend.checkpoints.sizes import SIZES, CheckpointSize, TextShape
+from backend.checkpoints.sizes import CheckpointSize, TextShape, size_named
 from backend.checkpoints.tokenizer import NAMED_TOKENS, STOP_TOKEN_IDS, TOKEN_ID, write_tokenizer
 
 FINAL_NORM_SCALE = 50.0
@@ -193,12 +193,18 @@ def write_processor_config(out: Path) -> None:
     (out / "processor_config.json").write_text(json.dumps(processor, indent=2) + "\n")
 
 
-def _seeded_model(config: Any, cls_name: str, seed: int, dtype: str) -> Any:
+def _seeded_model(config: Any, cls_name: str, seed: int, dtype: str, built_in_dtype: bool = False) -> Any:
     import torch
     import transformers
 
     torch.manual_seed(seed)
-    model = getattr(transformers, cls_name)(config)
+    default = torch.get_default_dtype()
+    if built_in_dtype:
+        torch.set_default_dtype(getattr(torch, dtype))
+    try:
+        model = getattr(transformers, cls_name)(config)
+    finally:
+        torch.set_default_dtype(default)
     return model.to(getattr(torch, dtype)).eval()
 
 
@@ -209,12 +215,18 @@ def make_checkpoint(
     return their paths. The model does not depend on ``centroids``."""
     import torch
 
-    shape = SIZES[size] if isinstance(size, str) else size
-    model = _seeded_model(model_config(shape), "Gemma4ForConditionalGeneration", seed, shape.dtype)
+    shape = size_named(size) if isinstance(size, str) else size
+    model = _seeded_model(
+        model_config(shape), "Gemma4ForConditionalGeneration", seed, shape.dtype, shape.built_in_dtype
+    )
     with torch.no_grad():
         model.model.language_model.norm.weight.mul_(FINAL_NORM_SCALE)
     drafter = _seeded_model(
-        drafter_config(shape, centroids), "Gemma4AssistantForCausalLM", seed + 1, shape.dtype
+        drafter_config(shape, centroids),
+        "Gemma4AssistantForCausalLM",
+        seed + 1,
+        shape.dtype,
+        shape.built_in_dtype,
     )
     if centroids:  # which tokens each centroid's cluster holds: a seeded permutation of the vocabulary
         ordering = torch.randperm(shape.text.vocab_size, generator=torch.Generator().manual_seed(seed + 2))

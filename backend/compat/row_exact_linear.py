@@ -44,7 +44,7 @@ _PATCHED = "_gemma_chat_row_exact"
 _state: dict[str, Any] = {
     "step": None,
     "segments": None,
-    "layers": [],
+    "layers": {},
     "variant": 0,
     "checked": 0,
     "steps": 0,
@@ -125,14 +125,38 @@ def _wrap(layer: Any) -> None:
         _verdicts[key] = row_variant(original, weight, bias, k, max_rows())
     if not _verdicts[key]:
         return
-    index = len(_state["layers"])
-    _state["layers"].append((original, n_out))
+    name = layer_name(layer)
+    _state["layers"][name] = (original, n_out)
     _state["variant"] += 1
 
     def cpu_linear(x: Any, weight: Any, bias: Any) -> Any:
-        return torch.ops.gemma_chat.row_exact_linear(x, weight, bias, index)
+        return torch.ops.gemma_chat.row_exact_linear(x, weight, bias, name)
 
     layer.cpu_linear = cpu_linear
+
+
+def layer_name(layer: Any) -> str:
+    """The name a compiled graph calls a row-variant layer by: its module path in the model (vLLM's
+    ``prefix``), made unique in load order (the drafter loads after the target). A name, not a
+    position in the order layers happened to be checked in: a graph from the compile cache that
+    names a layer this engine did not wrap fails loudly (and is compiled afresh) instead of
+    multiplying by another layer's weights."""
+    base = str(getattr(layer, "prefix", "") or type(layer).__name__)
+    name, n = base, 1
+    while name in _state["layers"]:
+        n += 1
+        name = f"{base}#{n}"
+    return name
+
+
+def _layer(name: str) -> tuple[Any, int]:
+    found = _state["layers"].get(name)
+    if found is None:
+        raise RuntimeError(
+            f"gemma-chat row-exact verification: the compiled graph names layer {name!r}, which this "
+            "engine did not check as row-variant (a compiled graph from another configuration)"
+        )
+    return found
 
 
 def _define_op() -> None:
@@ -141,13 +165,13 @@ def _define_op() -> None:
     if hasattr(torch.ops.gemma_chat, "row_exact_linear"):
         return
 
-    schema = "(Tensor x, Tensor weight, Tensor? bias, int index) -> Tensor"
+    schema = "(Tensor x, Tensor weight, Tensor? bias, str layer) -> Tensor"
 
     @torch.library.custom_op("gemma_chat::row_exact_linear", mutates_args=(), schema=schema)
     def row_exact_linear(
-        x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, index: int
+        x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, layer: str
     ) -> torch.Tensor:
-        linear = _state["layers"][index][0]
+        linear = _layer(layer)[0]
         rows = x.reshape(-1, x.shape[-1])
         sizes = _segments()
         if not sizes or rows.shape[0] < 2 or sum(sizes) > rows.shape[0]:  # not this step's rows
@@ -162,8 +186,8 @@ def _define_op() -> None:
         return out.reshape(*x.shape[:-1], out.shape[-1])
 
     @row_exact_linear.register_fake
-    def _(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, index: int) -> torch.Tensor:
-        return x.new_empty((*x.shape[:-1], _state["layers"][index][1]))
+    def _(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, layer: str) -> torch.Tensor:
+        return x.new_empty((*x.shape[:-1], _layer(layer)[1]))
 
 
 def _segments() -> list[int] | None:

@@ -30,6 +30,12 @@ OTHER_VARIABLES = frozenset(
         "GEMMA_CHAT_ROW_EXACT",  # backend/compat/row_exact_linear.py
         "GEMMA_CHAT_ROW_EXACT_ROWS",
         "GEMMA_CHAT_FORCE_ROW_EXACT",
+        "GEMMA_CHAT_EAGER_EMBEDDING_PACK",  # backend/compat/embedding_pack.py
+        "GEMMA_CHAT_MEMORY_TRACE",  # backend/compat/memory_trace.py
+        "GEMMA_CHAT_NO_MALLOC_TRIM",  # backend/compat/malloc_trim.py
+        "GEMMA_CHAT_FULL_WARMUP",  # backend/compat/short_warmup.py
+        "GEMMA_CHAT_SLOW_STEP_MS",  # backend/compat/slow_steps.py (tests)
+        "GEMMA_CHAT_FORCE_SPECULATION_DECISION",  # backend/engine/speculation/first_start.py
         "GEMMA_CHAT_TESTS_SERIAL",  # tests/__main__.py
         "GEMMA_CHAT_OWNER",  # backend/lifetime: the owning process, for watchdogs
         "GEMMA_CHAT_SPECULATION_CHOICES",  # backend/engine/speculation/kept.py

@@ -34,8 +34,9 @@ from pathlib import Path
 from backend.kernels.env import FORCE_ENV, KERNEL_ENV, THREADS_ENV
 
 GRAPH_KEY = "gemma_chat_graph"
-KEY_VERSION = 1
-"""Bumped when the key's recipe changes, so entries keyed the old way are not loaded."""
+KEY_VERSION = 2
+"""Bumped when the key's recipe changes, or what a graph bakes in changes meaning, so entries keyed
+the old way are not loaded (2: row-exact layers are called by name, no longer by check order)."""
 GRAPH_REASON = (
     "vLLM's compile cache keyed by what gemma-chat patches into this engine (its GEMMA_CHAT_* "
     "variables, the kernel's build): each path loads only the graph it compiled"

@@ -20,8 +20,10 @@ class CpuClass:
 EVERY_CPU = (
     "the model worker inside the engine-core process (vLLM's worker OpenMP threads and binding), "
     "no spinning between steps, one worker call per step; "
-    "speculation decided at its first start by measuring 0–4 drafts on the engine itself, kept only "
-    "where it pays (`profiles --measure` measures fully, drafts by load included), and verified "
+    "speculation decided at its first start by measuring 0–4 drafts on the engine itself (a model "
+    "too slow for that, such as E2B on a few cores: predicted from measured step costs and "
+    "acceptance, then checked against your first replies), kept only where it pays "
+    "(`profiles --measure` measures fully, drafts by load included), and verified "
     "row-exactly: a linear layer whose matmul rounds differently with more rows (checked at load) "
     "computes a verifying step's rows one at a time, so the tokens are the baseline's"
 )

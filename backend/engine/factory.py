@@ -12,9 +12,10 @@ from typing import Any
 
 from backend.config import paths
 from backend.config.settings import Settings
+from backend.engine.host_plan import HostPlan
 from backend.engine.memory_plan import MemoryPlan
 from backend.engine.model_source import ModelSource, resolve
-from backend.engine.placement import plan_for
+from backend.engine.placement import host_plan_for, plan_for
 from backend.engine.profiles import EngineProfile, engine_config
 from backend.engine.protocol import EngineInfo, EngineRequest, Failed, ProgressCallback, TurnEvent
 from backend.engine.remote import RemoteEngine
@@ -32,19 +33,24 @@ def resolve_model(settings: Settings) -> ModelSource:
 
 
 class EngineSetup:
-    """The model, its drafter and the GPU memory plan of one app session, found once, before any
-    engine starts (off the event loop: it may download). Raises the refusals up front."""
+    """The model, its drafter and the memory plan of one app session — the GPU's, or on the CPU
+    build the host's (``host``) — found once, before any engine starts (off the event loop: it may
+    download). Raises the refusals up front."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._lock = threading.Lock()
         self._found: tuple[ModelSource, MemoryPlan | None] | None = None
+        self.host: HostPlan | None = None
 
     def resolved(self) -> tuple[ModelSource, MemoryPlan | None]:
         with self._lock:
             if self._found is None:
                 source = resolve_model(self.settings)
-                self._found = (source, plan_for(source, self.settings.engine))
+                plan = plan_for(source, self.settings.engine)
+                if plan is None:
+                    self.host = host_plan_for(source, self.settings.engine)
+                self._found = (source, plan)
             return self._found
 
     def swaps(self) -> bool:
@@ -57,7 +63,9 @@ class EngineSetup:
             plan = self.resolved()[1]
         except GemmaChatError:
             return False  # the engine's start fails with the same message, where the user sees it
-        return plan is not None and plan.mode == "swap"
+        if plan is None:
+            return self.host is not None and self.host.swaps
+        return plan.mode == "swap"
 
 
 def server_for(settings: Settings, profile: str) -> str | None:

@@ -79,6 +79,17 @@ def _text(config: dict[str, Any]) -> dict[str, Any]:
     return dict(config.get("text_config") or config)
 
 
+def layer_head_dim(text: dict[str, Any], index: int, kind: str) -> int:
+    """A layer's head size: transformers 5 writes it per layer (``per_layer_config``: ``{"04":
+    {"head_dim": 512}}``), the published config as ``global_head_dim`` for the full layers."""
+    for key, values in (text.get("per_layer_config") or {}).items():
+        if str(key).isdigit() and int(key) == index and isinstance(values, dict) and "head_dim" in values:
+            return int(values["head_dim"])
+    if kind == "full_attention":
+        return int(text.get("global_head_dim") or text["head_dim"])
+    return int(text["head_dim"])
+
+
 def _dtype_bytes(config: dict[str, Any], dtype: str) -> int:
     if dtype in DTYPE_BYTES:
         return DTYPE_BYTES[dtype]
@@ -96,11 +107,7 @@ def text_parameters(text: dict[str, Any]) -> int:
     vocab, vocab_pl = int(text["vocab_size"]), int(text.get("vocab_size_per_layer_input", 0))
     total = vocab * hidden + vocab_pl * len(layers) * per_layer + hidden * len(layers) * per_layer
     for index, kind in enumerate(layers):
-        dim = (
-            int(text.get("global_head_dim") or text["head_dim"])
-            if kind == "full_attention"
-            else int(text["head_dim"])
-        )
+        dim = layer_head_dim(text, index, kind)
         total += 2 * hidden * heads * dim + 2 * hidden * kv_heads * dim
         wide = 2 if text.get("use_double_wide_mlp") and index >= len(layers) - shared else 1
         total += 3 * hidden * inter * wide + 2 * hidden * per_layer
@@ -144,12 +151,13 @@ def kv_bytes_per_request(directory: Path, tokens: int, dtype: str = "auto") -> S
     owning = layers[: len(layers) - int(text.get("num_kv_shared_layers", 0))]
     width, kv_heads = _dtype_bytes(config, dtype), int(text["num_key_value_heads"])
     total = 0
-    for kind in owning:
+    for index, kind in enumerate(owning):
+        dim = layer_head_dim(text, index, kind)
         if kind == "full_attention":
-            total += 2 * kv_heads * int(text.get("global_head_dim") or text["head_dim"]) * width * tokens
+            total += 2 * kv_heads * dim * width * tokens
         else:
             window = min(tokens, int(text.get("sliding_window") or tokens))
-            total += 2 * kv_heads * int(text["head_dim"]) * width * window
+            total += 2 * kv_heads * dim * width * window
     return Size(total, False, f"{tokens} tokens on {len(owning)} KV-owning layers, computed from config.json")
 
 

@@ -1,5 +1,6 @@
 """The memory plan for a resolved model under the settings, on this machine's GPU or a described
-one: the refusals that hold before any engine starts, then ``memory_plan.plan_memory``."""
+one: the refusals that hold before any engine starts, then ``memory_plan.plan_memory``; on the CPU
+build, the host-memory plan (``host_plan``) from each path's measured or estimated footprint."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import json
 from backend.config.settings import EngineSettings
 from backend.engine.footprint import engine_footprint
 from backend.engine.gpu import GpuFacts, check_dtype, check_gpu, detect_gpu
-from backend.engine.gpu_window import plan_tokens
+from backend.engine.gpu_window import model_max_len, plan_tokens
+from backend.engine.host_plan import HostPlan, estimated_footprint, plan_host
 from backend.engine.memory_plan import MemoryPlan, plan_memory
 from backend.engine.model_source import ModelSource
 
@@ -52,3 +54,22 @@ def plan_for(source: ModelSource, settings: EngineSettings, gpu: GpuFacts | None
         "optimized": engine_footprint(source.path, drafter, tokens, settings.dtype),
     }
     return plan_memory(gpu, footprints, settings.gpu_memory_utilization, settings.both_paths, sleep, host)
+
+
+def host_plan_for(source: ModelSource, settings: EngineSettings) -> HostPlan:
+    """The plan for both paths' CPU engines in this machine's RAM; raises ``HostRefused`` where not
+    even one fits."""
+    from backend.engine import footprints
+    from backend.engine.kv_size import cpu_kv_cache
+    from backend.engine.platform import default_max_model_len
+
+    window = settings.max_model_len or min(default_max_model_len(), model_max_len(source.path))
+    kv = int(cpu_kv_cache(settings.kv_cache_gib, source.path, window, settings.dtype, source.drafter).value)
+    sizes = {}
+    for profile, drafter in (
+        ("baseline", None),
+        ("optimized", source.drafter if uses_drafter(source, settings) else None),
+    ):
+        entry = footprints.key(source.path, drafter, profile, kv)
+        sizes[profile] = footprints.recorded(entry) or estimated_footprint(source.path, drafter, kv)
+    return plan_host(sizes, settings.both_paths)

@@ -266,7 +266,17 @@ def engine_config(
         env.update(gpu_env(settings))
     else:
         args["kv_cache_memory_bytes"] = cpu_kv_cache(
-            settings.kv_cache_gib, source.path, int(args["max_model_len"].value), settings.dtype
+            settings.kv_cache_gib,
+            source.path,
+            int(args["max_model_len"].value),
+            settings.dtype,
+            source.drafter,
+        )
+        args["skip_mm_profiling"] = Argument(
+            True,
+            "the start runs no image, audio or video through the encoders to size memory: the CPU "
+            "engine's KV cache has a set size (measured: profiling a video took 67 s of a 2-minute "
+            "warm start at E2B's size); the first media request runs the encoder then",
         )
     if profile.enforce_eager:
         args["enforce_eager"] = Argument(True, "no torch.compile (diagnosis profile)")

@@ -22,7 +22,7 @@ import psutil
 
 from backend.compat import draft_schedule, early_core
 from backend.config import cache_json
-from backend.engine import compile_cache, start_env
+from backend.engine import compile_cache, footprints, processes, start_env
 from backend.engine import env as vllm_env
 from backend.engine.log import diagnose, tail
 from backend.engine.metrics import MetricsTracker
@@ -43,13 +43,14 @@ from backend.engine.protocol import (
 )
 from backend.engine.sampling import sampling_params
 from backend.engine.speculation.first_start import with_drafts_settled
+from backend.engine.speculation.reply_check import ReplyCheck
 from backend.engine.start_env import StartEnv
 from backend.engine.stats import EngineStats, stat_logger_factory
 from backend.errors import EngineDied, EngineStartFailed, GemmaChatError
 from backend.gemma4.messages import ChatMessage, PromptRenderer, RenderedPrompt
 
 _START_LOCK = threading.Lock()
-DEAD_MESSAGE = "The engine process stopped unexpectedly; restart the engine to continue."
+DEAD_MESSAGE = processes.DEAD
 _DEATH_POLL_S = 0.5
 
 
@@ -80,6 +81,9 @@ class VllmEngine:
         """This start's environment before vLLM was imported, with the engine's own variables."""
         self.start_note: str | None = None
         """What the last start did beyond the ordinary (a cached graph set aside), for the user."""
+        self.reply_check: ReplyCheck | None = None
+        self._spawned: list[psutil.Process] = []
+        self._oom_kills: int | None = None
 
     @property
     def started(self) -> bool:
@@ -122,7 +126,8 @@ class VllmEngine:
         )
         if self.config.drafts is not None:
             plan, prompts = self.config.drafts, self._prompt_renderer()
-            self.info = await with_drafts_settled(self, self.info, plan, prompts, say)
+            self.info, self.reply_check = await with_drafts_settled(self, self.info, plan, prompts, say)
+        footprints.remember(self.info.engine_args, self.config.profile.name, self._spawned)
         say("ready")
         return self.info
 
@@ -205,6 +210,7 @@ class VllmEngine:
                 raise EngineStartFailed("The engine start was stopped (the app is quitting).")
             previous = vllm_env.apply_env(self.config.env_values())
             self._building = {p.pid for p in psutil.Process().children(recursive=True)}
+            self._oom_kills = processes.oom_kills()
             before, self._env_before = self._env_before or start_env.current(), None
             early_core.offer(self._early)
             try:
@@ -212,6 +218,7 @@ class VllmEngine:
                     AsyncEngineArgs(**self.config.engine_kwargs()),
                     stat_loggers=[stat_logger_factory(self.stats)],
                 )
+                self._spawned = processes.spawned(self._building)
             finally:
                 spawned_with = early_core.withdraw()
                 if spawned_with is not None:
@@ -236,23 +243,17 @@ class VllmEngine:
 
     def _abandon_start(self) -> None:
         """End the processes a start in progress has spawned, so the start fails at once."""
-        before = self._building
-        if before is None:
-            return
-        for child in psutil.Process().children(recursive=True):
-            try:
-                spawned = "VLLM" in child.name() or "multiprocessing" in " ".join(child.cmdline())
-                if child.pid not in before and spawned:
+        if self._building is not None:
+            for child in processes.spawned(self._building):
+                with contextlib.suppress(psutil.Error):
                     child.kill()
-            except psutil.Error:
-                continue
 
     async def stream(self, request: EngineRequest) -> AsyncIterator[TurnEvent]:
         if self._llm is None:
             yield Failed(request.request_id, "The engine is not running; start it first.", "not_running")
             return
         if self.dead:
-            yield Failed(request.request_id, DEAD_MESSAGE, "engine_died")
+            yield Failed(request.request_id, self._death, "engine_died")
             return
         from vllm.v1.engine.exceptions import EngineDeadError
 
@@ -280,7 +281,7 @@ class VllmEngine:
                     finish_reason = str(completion.finish_reason)
         except EngineDeadError:
             self._dead = True
-            yield Failed(rid, DEAD_MESSAGE, "engine_died")
+            yield Failed(rid, self._death, "engine_died")
             return
         except asyncio.CancelledError:
             await self.abort(rid)
@@ -290,11 +291,13 @@ class VllmEngine:
             return
         except (ValueError, TypeError, RuntimeError) as error:  # bad input rejected by vLLM
             if self.dead:
-                yield Failed(rid, DEAD_MESSAGE, "engine_died")
+                yield Failed(rid, self._death, "engine_died")
             else:
                 yield Failed(rid, f"The engine rejected the request: {error}", "rejected")
             return
         metrics = tracker.latest
+        if self.reply_check is not None:  # a predicted speculation choice, checked on the user's replies
+            await self.reply_check.add(metrics, self)
         if rid in self._cancelled or finish_reason == "abort":
             self._cancelled.discard(rid)
             yield Cancelled(rid, "".join(text), tuple(token_ids), metrics)
@@ -331,11 +334,11 @@ class VllmEngine:
             while not task.done():
                 await asyncio.wait({task}, timeout=_DEATH_POLL_S)
                 if not task.done() and self.dead:
-                    raise EngineDied(DEAD_MESSAGE)
+                    raise EngineDied(self._death)
             return task.result()
         except EngineDeadError:
             self._dead = True
-            raise EngineDied(DEAD_MESSAGE) from None
+            raise EngineDied(self._death) from None
         finally:
             if not task.done():  # the core died, or our caller was cancelled
                 task.cancel()
@@ -386,6 +389,10 @@ class VllmEngine:
         self._dead = False
         self._closing = False
         return await self.start(progress)
+
+    @property
+    def _death(self) -> str:
+        return processes.dead_message(self._oom_kills)
 
     @property
     def dead(self) -> bool:

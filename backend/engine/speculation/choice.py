@@ -144,10 +144,16 @@ class SpeculationChoice:
     (the path's estimated thresholds apply)."""
     load_figures: tuple[str, ...] = ()
     """Each measured level's figures, for ``profiles``."""
+    predicted: bool = False
+    """``speedup`` is predicted from measured step costs and acceptance (a model too slow to time
+    every count of drafts at a first start: ``step_decision``), not a measured decode rate."""
 
     def verdict(self) -> str:
         """One line for the status bar and ``profiles``: ``MTP ×3, measured 1.31x here`` or
         ``no speculation: verifying 2 drafts costs 2.9× a plain step here, for 1.6 tokens``."""
+        if self.method != "none" and self.predicted:
+            label = f"{self.method.upper()} ×{self.drafts}"
+            return f"{label}, predicted {self.speedup:.2f}x here ({self.measured_by})"
         if self.method != "none":
             return (
                 f"{self.method.upper()} ×{self.drafts}, measured {self.speedup:.2f}x here "
@@ -238,6 +244,7 @@ class SpeculationChoice:
             str(doc.get("reason", "")),
             _steps(doc.get("by_load")),
             tuple(str(line) for line in doc.get("load_figures", ())),
+            bool(doc.get("predicted", False)),
         )
 
 

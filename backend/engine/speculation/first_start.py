@@ -21,6 +21,7 @@ on it but the first start's, and that only once per model and machine.
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from backend.engine.prompt_sets import parity_prompts
 from backend.engine.protocol import EngineInfo, EngineRequest, Finished, SamplingSettings
+from backend.engine.speculation import step_decision
 from backend.engine.speculation.choice import (
     MIN_GAIN,
     MIN_PAIRED,
@@ -40,6 +42,8 @@ from backend.engine.speculation.choice import (
 )
 from backend.engine.speculation.kept import store_choice, stored_choice
 from backend.engine.speculation.replies import final_reply
+from backend.engine.speculation.reply_check import ReplyCheck
+from backend.engine.speculation.step_decision import AGAIN
 from backend.errors import EngineDied, GemmaChatError
 
 if TYPE_CHECKING:
@@ -114,7 +118,7 @@ async def settle_drafts(
     if choice is None:
         say(measuring_stage(budget_s))
         choice = await decide(engine, plan, renderer, budget_s=budget_s, rounds=rounds, prompts=prompts)
-        if not choice.reason:  # too little measured (a busy machine): the next start measures again
+        if not undecided(choice):
             store_choice(plan.key, choice)
     applies = choice.method == plan.method and choice.drafts <= plan.most
     steps = applied_steps(choice, plan) if applies else ()
@@ -145,17 +149,19 @@ async def with_drafts_settled(
     plan: DraftPlan,
     renderer: PromptRenderer,
     say: Callable[[str], None],
-) -> EngineInfo:
-    """``info`` once the engine's drafts are settled, naming the verdict; where measuring failed
-    (but the engine lives) the engine runs without drafts and the start note says why."""
+) -> tuple[EngineInfo, ReplyCheck | None]:
+    """``info`` once the engine's drafts are settled, naming the verdict, and the check the user's
+    replies make of a predicted choice (``reply_check``); where measuring failed (but the engine
+    lives) the engine runs without drafts and the start note says why."""
     try:
         choice = await settle_drafts(engine, plan, renderer, say)
     except EngineDied:
         raise
     except (GemmaChatError, RuntimeError) as error:
         note = f"Speculation could not be measured ({error}); the optimized path runs without drafts."
-        return replace(info, start_note=" ".join(filter(None, [info.start_note, note])))
-    return replace(info, speculation=choice.verdict())
+        return replace(info, start_note=" ".join(filter(None, [info.start_note, note]))), None
+    check = ReplyCheck(plan.key, choice, plan.up_to) if ReplyCheck.needed(choice) else None
+    return replace(info, speculation=choice.verdict()), check
 
 
 def requests(renderer: PromptRenderer, prompts: int) -> list[EngineRequest]:
@@ -178,6 +184,26 @@ async def decide(
     counts = [_Count(k) for k in range(plan.most + 1)]
     asked = requests(renderer, prompts)
     deadline = clock() + budget_s
+
+    async def run(request: EngineRequest, drafts: int) -> Finished:
+        await engine.set_drafts(drafts, plan.up_to)
+        return await _finished(engine, request, deadline - clock())
+
+    try:  # the first request after a start is slow: not timed, but it tells the model's speed
+        warm = replace(asked[0], request_id=f"{asked[0].request_id}-warm-0")
+        warm = replace(warm, sampling=replace(warm.sampling, max_tokens=step_decision.WARM_TOKENS))
+        sampled = step_decision.sample(await run(warm, 0), 0, None)
+    except TimeoutError:
+        sampled = None
+    full_s = (sampled.step_ms / 1000 if sampled else float("inf")) * TOKENS * prompts * rounds * len(counts)
+    if decision_method(full_s, budget_s) == "steps":
+        figures = await step_decision.measure(run, asked, plan.most)
+        await engine.set_drafts(0, plan.up_to)
+        choice = figures.choice(plan.method)
+        busy = figures.busy()
+        if busy:  # no drafts on figures that decide nothing
+            return replace(choice, method="none", drafts=0, speedup=1.0, reason=f"{busy}; {AGAIN}")
+        return choice
     try:
         for count in (counts[0], counts[-1]):  # the first requests after a start are slow: not timed
             await engine.set_drafts(count.drafts, plan.up_to)
@@ -196,15 +222,33 @@ async def decide(
     choice = replace(choose(plain, drafted), measured_by="first start")
     unsound = unsound_measurement(counts, plain, drafted, choice.method)
     if unsound:
-        choice = replace(choice, reason=f"{unsound}; nothing is kept, the next start measures again")
+        choice = replace(choice, reason=f"{unsound}; {AGAIN}")
     elif choice.method == "none" and len(plain.rates) < MIN_PAIRED:
         reason = (
             f"the first start's {budget_s:.0f} s measured {len(plain.rates)} prompt(s), too few to "
-            "decide at this model's speed; the next start measures again, `gemma-chat profiles "
-            "--measure` measures fully"
+            f"decide at this model's speed; {AGAIN} (`gemma-chat profiles --measure` measures fully)"
         )
         choice = replace(choice, reason=reason)
     return choice
+
+
+def undecided(choice: SpeculationChoice) -> bool:
+    """The figures decided nothing (too few, or a busy machine): the choice is not kept."""
+    return AGAIN in choice.reason
+
+
+DECISION_ENV = "GEMMA_CHAT_FORCE_SPECULATION_DECISION"
+"""``rates`` or ``steps``: the first start decides by timing each count of drafts, or predicts from
+step costs, whatever the model's speed (to test either on any model)."""
+
+
+def decision_method(full_s: float, budget_s: float) -> str:
+    """``rates`` where timing every count of drafts fits the budget (at the warm request's plain step
+    cost), else ``steps`` (``step_decision``); forced by ``GEMMA_CHAT_FORCE_SPECULATION_DECISION``."""
+    forced = os.environ.get(DECISION_ENV, "").strip().lower()
+    if forced in ("rates", "steps"):
+        return forced
+    return "rates" if full_s <= budget_s else "steps"
 
 
 BUSY_SPREAD = 1.5

@@ -91,6 +91,8 @@ def _checked(doc: Any) -> SpeculationChoice:
     _number(doc.get("attention_speedup", 1.0), "attention_speedup", 0.0, MAX_SPEEDUP)
     for name in ("reason", "measured_by", "attention"):
         _text(doc.get(name, ""), name)
+    if not isinstance(doc.get("predicted", False), bool):
+        raise ValueError("predicted is not true or false")
     for line in _items(doc.get("load_figures", []), "load_figures"):
         _text(line, "a load figure", 400)
     for run in _items(doc.get("runs"), "runs"):

@@ -1,0 +1,53 @@
+"""An engine whose every step takes at least a set time: Gemma 4 E2B's speed on a small model (tests).
+
+``GEMMA_CHAT_SLOW_STEP_MS=300`` in an engine's environment makes each call of the model runner's
+``execute_model`` last at least 300 ms (it sleeps for what the step left), so the demo model decodes
+at E2B-on-2-cores speed: what depends on the model's speed (the first start's speculation decision,
+the status bar's estimates) is tested at the real scale's timing without a 10 GB checkpoint. A
+verifying step costs the same as a plain one here (an upper bound on speculation's gain). No value
+changes. Standard library only until vLLM's modules are imported.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from types import ModuleType
+from typing import Any
+
+from backend.compat.after_import import after_import
+
+ENV = "GEMMA_CHAT_SLOW_STEP_MS"
+RUNNER_MODULE = "vllm.v1.worker.gpu_model_runner"
+_PATCHED = "_gemma_chat_slow_steps"
+
+
+def step_ms() -> float:
+    try:
+        return max(0.0, float(os.environ.get(ENV, "0")))
+    except ValueError:
+        return 0.0
+
+
+def patch_runner(module: ModuleType) -> None:
+    least = step_ms() / 1000.0
+    if not least or getattr(module, _PATCHED, False):
+        return
+    runner = module.GPUModelRunner
+    original = runner.execute_model
+
+    @functools.wraps(original)
+    def execute_model(self: Any, *args: Any, **kwargs: Any) -> Any:
+        began = time.monotonic()
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            time.sleep(max(0.0, least - (time.monotonic() - began)))
+
+    runner.execute_model = execute_model
+    setattr(module, _PATCHED, True)
+
+
+def install_import_hook() -> None:
+    after_import(RUNNER_MODULE, patch_runner)

@@ -1,0 +1,150 @@
+"""The host-memory plan on the CPU build: how the two paths' engines share this machine's RAM.
+
+Made before any engine starts, from the RAM available now and each path's footprint:
+
+* ``side-by-side``: both engines fit at once (each engine's steady footprint, one start's
+  transient on top, and the app's own growth as vLLM's front end loads);
+* ``swap``: one fits, two do not — F2, F3 and ``ask --profile compare`` stop one engine and start
+  the other (never timed; the status bar and the verdict say so);
+* refused: not even one fits — the message gives both numbers before minutes of loading.
+
+An engine's footprint is *measured* where a start of this model and path on this machine has
+recorded it (``footprints``: the engine processes' anonymous resident memory once it is ready);
+else *estimated* from its parts: the weights on disk (a described model: counted from its config),
+the drafter's, the KV cache the engine is given, and ``RUNTIME_BYTES``. ``START_BYTES`` (a start's
+transient) and ``APP_BYTES`` (the app's growth) are measured figures of Gemma 4 E2B on this
+project's machines, used for every model. ``engine.both_paths`` forces a mode;
+``GEMMA_CHAT_FORCE_HOST_MEMORY_GIB`` sets the RAM the plan sees (tests: a 16 GB machine).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from backend.engine.footprint import GIB, Size, checkpoint_size
+from backend.engine.gpu import GpuRefused
+
+Mode = Literal["side-by-side", "swap"]
+FORCE_ENV = "GEMMA_CHAT_FORCE_HOST_MEMORY_GIB"
+RUNTIME_BYTES = int(1.75 * GIB)
+"""An engine beyond its weights and KV cache: vLLM and torch loaded (~0.45 GiB), the tied LM head's
+packed copy (0.75 GiB for E2B's 262,144 x 1,536), compiled code and buffers. Measured on an
+E2B-shaped checkpoint, AVX512-BF16 EPYC, 2026-12-07: 1.68 GiB at ready (12.72 GiB for 9.63 GiB of
+weights and drafter and a 1.44 GiB KV cache), 2.3 GiB after a 1,121-token prompt."""
+START_BYTES = int(1.25 * GIB)
+"""What a start takes above its engine's steady footprint for a while (the compile's workers, the
+warm-up's activations): measured 1.2 GiB at E2B's size."""
+APP_BYTES = int(1.5 * GIB)
+"""What the app's own process grows by when vLLM's front end loads (measured: 2.0 GiB anonymous
+with an E2B engine, ~0.5 GiB of it before)."""
+MARGIN_BYTES = GIB // 2
+"""Left to the system and other programs."""
+
+
+class HostRefused(GpuRefused):
+    """Not even one engine fits in this machine's available RAM."""
+
+
+@dataclass(frozen=True)
+class HostPlan:
+    mode: Mode
+    available_bytes: int
+    """RAM available to gemma-chat's engines when the plan was made (after ``APP_BYTES``, margin)."""
+    footprints: dict[str, Size]
+    forced: bool = False
+    forced_ram: bool = False
+
+    @property
+    def swaps(self) -> bool:
+        return self.mode == "swap"
+
+    def lines(self) -> list[str]:
+        gib = self.available_bytes / GIB
+        ram = "forced by " + FORCE_ENV if self.forced_ram else "available now"
+        out = [f"host memory: {gib:.1f} GiB for engines ({ram}, less the app's ~{APP_BYTES / GIB:.1f} GiB)"]
+        out += [f"{name} engine needs {size.text()}" for name, size in self.footprints.items()]
+        if self.mode == "swap":
+            how = "forced by engine.both_paths" if self.forced else "one engine fits in RAM, two do not"
+            out.append(
+                f"plan: swap ({how}) — F2 and compare (F3) stop one engine and start the other "
+                "(minutes at E2B's size); the swap is never timed"
+            )
+        else:
+            how = "forced by engine.both_paths" if self.forced else "both fit in RAM at once"
+            out.append(f"plan: side by side ({how})")
+        return out
+
+
+def _forced() -> int | None:
+    try:
+        value = float(os.environ.get(FORCE_ENV, "").strip())
+    except ValueError:
+        return None
+    return int(value * GIB) if value > 0 else None
+
+
+def _meminfo(field: str) -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith(f"{field}:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def host_ram() -> tuple[int, bool]:
+    """RAM available now (``MemAvailable``), or the forced amount; and whether it was forced."""
+    forced = _forced()
+    if forced is not None:
+        return forced, True
+    import psutil
+
+    return _meminfo("MemAvailable") or int(psutil.virtual_memory().available), False
+
+
+def host_total() -> int:
+    """This machine's RAM (``MemTotal``), or the forced amount (what each engine's KV cache is sized
+    by: the same for both paths, whatever runs when)."""
+    import psutil
+
+    return _forced() or _meminfo("MemTotal") or int(psutil.virtual_memory().total)
+
+
+def estimated_footprint(model: Path, drafter: Path | None, kv_bytes: int) -> Size:
+    parts = [checkpoint_size(model)] + ([checkpoint_size(drafter)] if drafter is not None else [])
+    weights = sum(part.bytes for part in parts)
+    total = weights + kv_bytes + RUNTIME_BYTES
+    how = (
+        f"weights {weights / GIB:.2f} + KV cache {kv_bytes / GIB:.2f} + runtime {RUNTIME_BYTES / GIB:.2f} GiB"
+    )
+    return Size(total, False, how)
+
+
+def plan_host(footprints: dict[str, Size], both_paths: str = "auto") -> HostPlan:
+    """The plan for ``footprints`` (``baseline``, ``optimized``) in this machine's RAM; raises
+    ``HostRefused`` where not even one engine fits (unless ``both_paths`` forces a mode)."""
+    ram, forced_ram = host_ram()
+    available = max(0, ram - APP_BYTES - MARGIN_BYTES)
+    one = max(size.bytes for size in footprints.values()) + START_BYTES
+    both = sum(size.bytes for size in footprints.values()) + START_BYTES
+    forced = both_paths in ("side-by-side", "swap")
+    if not forced and one > available:
+        biggest = max(footprints, key=lambda name: footprints[name].bytes)
+        raise HostRefused(
+            f"This machine has {available / GIB:.1f} GiB of RAM for the engine (after the app's "
+            f"~{APP_BYTES / GIB:.1f} GiB and {MARGIN_BYTES / GIB:.1f} GiB for the system); the "
+            f"{biggest} engine needs {one / GIB:.1f} GiB while it starts "
+            f"({footprints[biggest].text()}, and {START_BYTES / GIB:.2f} GiB for the start).",
+            "Close other programs, lower kv_cache_gib or max_model_len, use a smaller model "
+            "(--demo), or run against a vLLM server (--server URL).",
+        )
+    if forced:
+        mode: Mode = "swap" if both_paths == "swap" else "side-by-side"
+    else:
+        mode = "side-by-side" if both <= available else "swap"
+    return HostPlan(mode, available, footprints, forced, forced_ram)

@@ -1,0 +1,66 @@
+"""The processes an engine's start spawned (vLLM's engine core and worker), and their memory."""
+
+from __future__ import annotations
+
+import psutil
+
+
+def spawned(before: set[int]) -> list[psutil.Process]:
+    """This process's vLLM children that were not there ``before`` (pids)."""
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.pid not in before and (
+                "VLLM" in child.name() or "multiprocessing" in " ".join(child.cmdline())
+            ):
+                found.append(child)
+        except psutil.Error:
+            continue
+    return found
+
+
+def resident_anon_bytes(processes: list[psutil.Process]) -> int:
+    """Their anonymous resident memory (``RssAnon``), with their own children; 0 where unreadable."""
+    from backend.compat.memory_trace import rss_anon_bytes
+
+    total, seen = 0, set()
+    for process in processes:
+        try:
+            family = [process, *process.children(recursive=True)]
+        except psutil.Error:
+            continue
+        for member in family:
+            if member.pid not in seen:
+                seen.add(member.pid)
+                total += rss_anon_bytes(member.pid) or 0
+    return total
+
+
+DEAD = "The engine process stopped unexpectedly; restart the engine to continue."
+OUT_OF_MEMORY = (
+    "The engine ran out of memory: the system's OOM killer ended it. Restart the engine to continue; "
+    "close other programs first, or lower kv_cache_gib or max_model_len (on a CPU, "
+    '`gemma-chat profiles` shows the host-memory plan; engine.both_paths = "swap" keeps one engine '
+    "in memory at a time)."
+)
+
+
+def oom_kills() -> int | None:
+    """The kernel's count of processes its OOM killer has ended since boot (None: not readable)."""
+    try:
+        with open("/proc/vmstat", encoding="ascii") as vmstat:
+            for line in vmstat:
+                if line.startswith("oom_kill "):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def dead_message(kills_before: int | None) -> str:
+    """What to tell the user of an engine that died: out of memory where the kernel's OOM killer
+    has ended a process since the engine started, else that it stopped unexpectedly."""
+    now = oom_kills()
+    if kills_before is not None and now is not None and now > kills_before:
+        return OUT_OF_MEMORY
+    return DEAD
