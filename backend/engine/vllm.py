@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import os
 import sys
 import threading
@@ -377,7 +376,7 @@ class VllmEngine:
             await asyncio.to_thread(llm.shutdown)
             llm.shutdown = lambda *args, **kwargs: None  # vLLM's __del__ would shut down again at exit
             del llm
-            gc.collect()
+            processes.release_memory()
 
     async def restart(self, progress: ProgressCallback | None = None) -> EngineInfo:
         """Start again after a crash (or on request), without restarting the app."""
