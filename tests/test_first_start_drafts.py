@@ -21,6 +21,7 @@ from backend.engine.model_source import ModelSource
 from backend.engine.protocol import EngineInfo, EngineRequest, Finished, TurnEvent
 from backend.engine.speculation.choice import choice_key
 from backend.engine.speculation.first_start import (
+    DECISION_ENV,
     DraftPlan,
     decide,
     measuring_stage,
@@ -287,11 +288,14 @@ class Busy(StandIn):
 
 
 async def test_a_busy_machine_is_seen_in_the_figures_and_nothing_is_kept(
-    renderer: PromptRenderer, gemma_home: Path
+    renderer: PromptRenderer, gemma_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Hardening round 4 (issue 55, item 5): a first start with two ``yes`` loops beside it read
     "no speculation: verifying 4 drafts costs 1.0× a plain step …, mtp@4 measured 3.30x" and kept
-    it: every later start ran without drafts. The spread of one request's rounds shows the load."""
+    it: every later start ran without drafts. The spread of one request's rounds shows the load.
+    (Timing every count, forced: its slowed speed request would otherwise choose step costs, whose
+    own busy rule tests/test_step_decision.py checks.)"""
+    monkeypatch.setenv(DECISION_ENV, "rates")
     plan = DraftPlan("mtp", 4, "key-busy", 4)
     engine = Busy({0: 100.0, 1: 200.0, 2: 300.0, 3: 320.0, 4: 330.0})
     choice = await settle_drafts(engine, plan, renderer, lambda _: None)

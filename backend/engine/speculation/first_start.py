@@ -189,15 +189,17 @@ async def decide(
         await engine.set_drafts(drafts, plan.up_to)
         return await _finished(engine, request, deadline - clock())
 
-    try:  # the first request after a start is slow: not timed, but it tells the model's speed
-        warm = replace(asked[0], request_id=f"{asked[0].request_id}-warm-0")
-        warm = replace(warm, sampling=replace(warm.sampling, max_tokens=step_decision.WARM_TOKENS))
-        sampled = step_decision.sample(await run(warm, 0), 0, None)
+    try:  # the first request after a start is slow: not timed; the next one tells the model's speed
+        sampled = None
+        for tokens, tag in ((step_decision.WARM_TOKENS, "warm-0"), (step_decision.STEP_TOKENS, "speed")):
+            probe = replace(asked[0], request_id=f"{asked[0].request_id}-{tag}")
+            probe = replace(probe, sampling=replace(probe.sampling, max_tokens=tokens))
+            sampled = step_decision.sample(await run(probe, 0), 0, None)
     except TimeoutError:
         sampled = None
     full_s = (sampled.step_ms / 1000 if sampled else float("inf")) * TOKENS * prompts * rounds * len(counts)
     if decision_method(full_s, budget_s) == "steps":
-        figures = await step_decision.measure(run, asked, plan.most)
+        figures = await step_decision.measure(run, asked, plan.most, sampled.step_ms if sampled else None)
         await engine.set_drafts(0, plan.up_to)
         choice = figures.choice(plan.method)
         busy = figures.busy()
