@@ -87,16 +87,16 @@ def patch_dispatch(module: ModuleType) -> None:
     original = module.dispatch_cpu_unquantized_gemm
 
     def dispatch_cpu_unquantized_gemm(layer: Any, remove_weight: bool) -> None:
-        weight = getattr(layer, "weight", None)
-        big = weight is not None and weight.numel() * weight.element_size() >= PLAIN_BYTES
-        if getattr(layer, _TABLE, False) and big and weight.ndim == 2:
+        weight: Any = getattr(layer, "weight", None)
+        table = getattr(layer, _TABLE, False) and weight is not None and weight.ndim == 2
+        if table and weight.numel() * weight.element_size() >= PLAIN_BYTES:
             import torch
 
             layer.cpu_linear = torch.nn.functional.linear
             return
         original(layer, remove_weight)
 
-    module.dispatch_cpu_unquantized_gemm = dispatch_cpu_unquantized_gemm
+    setattr(module, "dispatch_cpu_unquantized_gemm", dispatch_cpu_unquantized_gemm)  # noqa: B010
     setattr(module, _PATCHED, True)
 
 
