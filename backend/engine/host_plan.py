@@ -6,7 +6,8 @@ Made before any engine starts, from the RAM available now and each path's footpr
   transient on top, and the app's own growth as vLLM's front end loads);
 * ``swap``: one fits, two do not — F2, F3 and ``ask --profile compare`` stop one engine and start
   the other (never timed; the status bar and the verdict say so);
-* refused: not even one fits — the message gives both numbers before minutes of loading.
+* refused: not even one engine's weights and KV cache fit (or a footprint measured here) — the
+  message gives both numbers before minutes of loading.
 
 An engine's footprint is *measured* where a start of this model and path on this machine has
 recorded it (``footprints``: the engine processes' anonymous resident memory once it is ready);
@@ -133,13 +134,18 @@ def plan_host(footprints: dict[str, Size], both_paths: str = "auto") -> HostPlan
     one = max(size.bytes for size in footprints.values()) + START_BYTES
     both = sum(size.bytes for size in footprints.values()) + START_BYTES
     forced = both_paths in ("side-by-side", "swap")
-    if not forced and one > available:
-        biggest = max(footprints, key=lambda name: footprints[name].bytes)
+    # Refused only where what is certain — a footprint measured here, or an estimate's weights and
+    # KV cache without its runtime — cannot fit: an estimate's runtime must not refuse a small model.
+    certain = {
+        name: size.bytes if size.measured else size.bytes - RUNTIME_BYTES for name, size in footprints.items()
+    }
+    biggest = max(certain, key=lambda name: certain[name])
+    if not forced and certain[biggest] > ram - MARGIN_BYTES:
         raise HostRefused(
-            f"This machine has {available / GIB:.1f} GiB of RAM for the engine (after the app's "
-            f"~{APP_BYTES / GIB:.1f} GiB and {MARGIN_BYTES / GIB:.1f} GiB for the system); the "
-            f"{biggest} engine needs {one / GIB:.1f} GiB while it starts "
-            f"({footprints[biggest].text()}, and {START_BYTES / GIB:.2f} GiB for the start).",
+            f"This machine has {ram / GIB:.1f} GiB of RAM available; the {biggest} engine needs "
+            f"{one / GIB:.1f} GiB while it starts ({footprints[biggest].text()}, and "
+            f"{START_BYTES / GIB:.2f} GiB for the start), "
+            f"{certain[biggest] / GIB:.1f} GiB at the very least.",
             "Close other programs, lower kv_cache_gib or max_model_len, use a smaller model "
             "(--demo), or run against a vLLM server (--server URL).",
         )
