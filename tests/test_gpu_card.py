@@ -55,7 +55,7 @@ def _profiles(model: Path, home: Path, *card: str) -> str:
 def test_a_large_card_gives_the_models_whole_window_whatever_the_host_has(
     e2b: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("backend.engine.profiles.default_max_model_len", lambda *_: 4096)  # a small host
+    monkeypatch.setattr("backend.engine.platform.default_max_model_len", lambda *_: 4096)  # a small host
     for window in _windows(e2b, 80, (9, 0)):
         assert window.value == 131072, window.reason
         assert "the model's maximum (131072)" in window.reason and "leaves 2" in window.reason

@@ -9,7 +9,8 @@ the final logit soft-cap, and vision and audio towers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any, TypeVar
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,7 @@ class CheckpointSize:
 
 
 S, F = "sliding_attention", "full_attention"
+T = TypeVar("T")
 
 TINY = CheckpointSize(
     name="tiny",
@@ -141,6 +143,12 @@ DEMO = CheckpointSize(
 """The trained demo model's shape (``gemma-chat train-demo``): a 10M-parameter Gemma 4."""
 
 
+def _shape(cls: type[T], config: dict[str, Any], **given: Any) -> T:
+    """``cls`` with each field read from ``config`` by its name, or from ``given``."""
+    names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+    return cls(**{name: given[name] if name in given else config[name] for name in names})
+
+
 def e2b() -> CheckpointSize:
     """Gemma 4 E2B's exact shape, read from ``assets/gemma4_e2b_config.json`` (random weights: for
     memory, start-up and step time at the real scale; about 8.7 GB in bfloat16 plus a 148 MB drafter
@@ -153,33 +161,9 @@ def e2b() -> CheckpointSize:
     text, vision, audio = config["text_config"], config["vision_config"], config["audio_config"]
     return CheckpointSize(
         name="e2b",
-        text=TextShape(
-            vocab_size=text["vocab_size"],
-            hidden_size=text["hidden_size"],
-            intermediate_size=text["intermediate_size"],
-            layer_types=tuple(text["layer_types"]),
-            num_attention_heads=text["num_attention_heads"],
-            num_key_value_heads=text["num_key_value_heads"],
-            head_dim=text["head_dim"],
-            global_head_dim=text["global_head_dim"],
-            num_kv_shared_layers=text["num_kv_shared_layers"],
-            hidden_size_per_layer_input=text["hidden_size_per_layer_input"],
-            sliding_window=text["sliding_window"],
-            max_position_embeddings=text["max_position_embeddings"],
-        ),
-        vision=VisionShape(
-            hidden_size=vision["hidden_size"],
-            intermediate_size=vision["intermediate_size"],
-            num_hidden_layers=vision["num_hidden_layers"],
-            num_attention_heads=vision["num_attention_heads"],
-            head_dim=vision["head_dim"],
-        ),
-        audio=AudioShape(
-            hidden_size=audio["hidden_size"],
-            num_hidden_layers=audio["num_hidden_layers"],
-            num_attention_heads=audio["num_attention_heads"],
-            conv_channels=audio["subsampling_conv_channels"][-1],
-        ),
+        text=_shape(TextShape, text, layer_types=tuple(text["layer_types"])),
+        vision=_shape(VisionShape, vision),
+        audio=_shape(AudioShape, audio, conv_channels=audio["subsampling_conv_channels"][-1]),
         drafter=DrafterShape(hidden_size=256, intermediate_size=2048, num_attention_heads=4),
         dtype="bfloat16",
         built_in_dtype=True,

@@ -65,3 +65,13 @@ def after_import(name: str, patch: Patch) -> None:
                 finder.patches.append(patch)
             return
     sys.meta_path.insert(0, AfterImport(name, patch))
+
+
+def wrap_own_methods(
+    cls: type, names: Sequence[str], wrap: Callable[[str, Callable[..., object]], object]
+) -> None:
+    """Replace each method of ``names`` that ``cls`` defines itself (not one it inherits: the parent
+    class is patched on its own) by ``wrap(name, method)``."""
+    for name in names:
+        if name in vars(cls):
+            setattr(cls, name, wrap(name, vars(cls)[name]))

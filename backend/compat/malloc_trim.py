@@ -24,7 +24,7 @@ import os
 from types import ModuleType
 from typing import Any
 
-from backend.compat.after_import import after_import
+from backend.compat.after_import import after_import, wrap_own_methods
 
 RUNNERS = {
     "vllm.v1.worker.gpu_model_runner": "GPUModelRunner",
@@ -63,11 +63,8 @@ def patch_runner(module: ModuleType) -> None:
     if getattr(module, _PATCHED, False) or os.environ.get(OFF_ENV) == "1":
         return
     runner = getattr(module, RUNNERS[module.__name__])
-    for name in STAGES:
-        if name in vars(runner):
-            setattr(runner, name, _trimmed(vars(runner)[name]))
-    if "execute_model" in vars(runner):
-        runner.execute_model = _trimmed_after_prefill(vars(runner)["execute_model"])
+    wrap_own_methods(runner, STAGES, lambda _name, method: _trimmed(method))
+    wrap_own_methods(runner, ("execute_model",), lambda _name, method: _trimmed_after_prefill(method))
     setattr(module, _PATCHED, True)
 
 

@@ -16,14 +16,11 @@ import os
 from types import ModuleType
 from typing import Any
 
-from backend.compat.after_import import after_import
+from backend.compat.after_import import after_import, wrap_own_methods
 from backend.compat.engine_log import log
+from backend.compat.malloc_trim import RUNNERS
 
 ENV = "GEMMA_CHAT_MEMORY_TRACE"
-RUNNERS = {
-    "vllm.v1.worker.gpu_model_runner": "GPUModelRunner",
-    "vllm.v1.worker.cpu_model_runner": "CPUModelRunner",
-}
 STAGES = (
     "load_model",
     "warming_up_model",
@@ -91,10 +88,7 @@ def patch_runner(module: ModuleType) -> None:
     """Trace the stages the runner class defines itself (the CPU runner's own and its parent's)."""
     if os.environ.get(ENV) != "1" or getattr(module, _PATCHED, False):
         return
-    runner = getattr(module, RUNNERS[module.__name__])
-    for name in STAGES:
-        if name in vars(runner):
-            setattr(runner, name, _traced(name, vars(runner)[name]))
+    wrap_own_methods(getattr(module, RUNNERS[module.__name__]), STAGES, _traced)
     setattr(module, _PATCHED, True)
 
 

@@ -30,6 +30,15 @@ MAX_GIB = 2.0
 STEP = 64 * 2**20
 
 
+def cpu_window(model: Path, max_model_len: int | None) -> int:
+    """A CPU engine's context window: the setting, else what this machine's memory suits, within
+    the model's maximum (the engine's arguments and the host plan's KV sizing read it alike)."""
+    from backend.engine.gpu_window import model_max_len
+    from backend.engine.platform import default_max_model_len
+
+    return max_model_len or min(default_max_model_len(), model_max_len(model))
+
+
 def cpu_kv_cache(
     kv_cache_gib: float | None, model: Path, window: int, dtype: str, drafter: Path | None = None
 ) -> Argument:

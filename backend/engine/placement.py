@@ -9,7 +9,7 @@ import json
 from backend.config.settings import EngineSettings
 from backend.engine.footprint import engine_footprint
 from backend.engine.gpu import GpuFacts, check_dtype, check_gpu, detect_gpu
-from backend.engine.gpu_window import model_max_len, plan_tokens
+from backend.engine.gpu_window import plan_tokens
 from backend.engine.host_plan import HostPlan, estimated_footprint, plan_host
 from backend.engine.memory_plan import MemoryPlan, plan_memory
 from backend.engine.model_source import ModelSource
@@ -60,10 +60,9 @@ def host_plan_for(source: ModelSource, settings: EngineSettings) -> HostPlan:
     """The plan for both paths' CPU engines in this machine's RAM; raises ``HostRefused`` where not
     even one fits."""
     from backend.engine import footprints
-    from backend.engine.kv_size import cpu_kv_cache
-    from backend.engine.platform import default_max_model_len
+    from backend.engine.kv_size import cpu_kv_cache, cpu_window
 
-    window = settings.max_model_len or min(default_max_model_len(), model_max_len(source.path))
+    window = cpu_window(source.path, settings.max_model_len)
     kv = int(cpu_kv_cache(settings.kv_cache_gib, source.path, window, settings.dtype, source.drafter).value)
     sizes = {}
     for profile, drafter in (

@@ -26,11 +26,11 @@ from backend.engine.cpu_env import optimized_cpu_env, speculating_cpu_env
 from backend.engine.gpu import GpuRefused
 from backend.engine.gpu_args import exact_attention, gpu_arguments, gpu_env
 from backend.engine.gpu_batch import BATCHED_TOKENS, batch_limits, gpu_draft_schedule
-from backend.engine.gpu_window import card_window, model_max_len
-from backend.engine.kv_size import cpu_kv_cache
+from backend.engine.gpu_window import card_window
+from backend.engine.kv_size import cpu_kv_cache, cpu_window
 from backend.engine.memory_plan import MemoryPlan
 from backend.engine.model_source import ModelSource
-from backend.engine.platform import default_max_model_len, on_gpu
+from backend.engine.platform import on_gpu
 from backend.engine.speculation.choice import AUTO_MOST_DRAFTS, SpeculationChoice, choice_key
 from backend.engine.speculation.first_start import DraftPlan
 from backend.engine.speculation.kept import stored_choice
@@ -244,7 +244,7 @@ def engine_config(
         window = card_window(source.path, settings.dtype, plan)
         args["max_model_len"] = Argument(window.tokens, window.why)
     else:
-        window_tokens = min(default_max_model_len(), model_max_len(source.path))
+        window_tokens = cpu_window(source.path, None)
         args["max_model_len"] = Argument(window_tokens, "context window chosen from this machine's memory")
     env: dict[str, Argument] = {}
     if plan is not None:
