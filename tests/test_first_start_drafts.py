@@ -302,6 +302,9 @@ async def test_a_busy_machine_is_seen_in_the_figures_and_nothing_is_kept(
     assert choice.reason.startswith("a request's two rounds differed "), choice.reason
     assert "the machine was busy while it measured; nothing is kept" in choice.reason
     assert stored_choice(plan.key) is None, "the next start measures again"
+    assert (choice.method, choice.drafts) == ("none", 0), "figures that decide nothing draft nothing"
+    assert choice.verdict().startswith("no speculation: a request's two rounds differed "), choice.verdict()
+    assert engine.drafts == 0, "this start runs without drafts"
 
 
 def test_a_verdict_that_contradicts_its_figures_is_not_kept() -> None:

@@ -223,8 +223,8 @@ async def decide(
     plain, *drafted = (count.run(plan.method, counts[0]) for count in counts)
     choice = replace(choose(plain, drafted), measured_by="first start")
     unsound = unsound_measurement(counts, plain, drafted, choice.method)
-    if unsound:
-        choice = replace(choice, reason=f"{unsound}; {AGAIN}")
+    if unsound:  # no drafts on figures that decide nothing, as the step costs' busy rule
+        choice = replace(choice, method="none", drafts=0, speedup=1.0, reason=f"{unsound}; {AGAIN}")
     elif choice.method == "none" and len(plain.rates) < MIN_PAIRED:
         reason = (
             f"the first start's {budget_s:.0f} s measured {len(plain.rates)} prompt(s), too few to "
