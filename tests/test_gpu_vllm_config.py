@@ -4,8 +4,10 @@ The faked platform (tests/fake_cuda.py) runs in one subprocess for every card be
 ``AsyncEngineArgs(...).create_engine_config()`` builds the model, cache, scheduler, attention and
 (optimized path) ``SpeculativeConfig`` from an E2B-shaped folder (tests/e2b_folder.py: the shipped
 config, sparse weights of the real size, a sibling assistant), and vLLM's attention selector and
-Gemma 4 proposer say which backend each layer kind (the drafter's too) gets. Nothing here runs a
-kernel. The memory plan itself is tested in ``tests/test_gpu_plan.py``.
+Gemma 4 drafter say which backend each layer kind (the drafter's too) gets. vLLM finds Triton
+there, as on a card, so it takes Model Runner V2 and builds the drafter through V2's
+``Gemma4Speculator`` (the CPU build runs V1). Nothing here runs a kernel. The memory plan itself
+is tested in ``tests/test_gpu_plan.py``.
 """
 
 from __future__ import annotations
@@ -129,6 +131,12 @@ def _vllm(result: dict[str, Any], path: str) -> dict[str, Any]:
     return dict(result[path]["vllm"])
 
 
+def _drafter_sliding(built: dict[str, Any]) -> str:
+    """The backend vLLM's selector gives the drafter's sliding layers (gemma-chat's hooks on)."""
+    assert built["model_runner"] == "v2" and built["drafter"]["class"] == "Gemma4Speculator"
+    return str(built["drafter"]["patched"]["sliding_backend"])
+
+
 def test_faked_gpu_is_read_through_vllms_platform(faked: dict[str, Any]) -> None:
     assert faked["l4"]["gpu"] == ["NVIDIA L4", 24 * GIB, [8, 9]]
 
@@ -163,6 +171,8 @@ def test_vllm_accepts_both_paths(faked: dict[str, Any], key: str, mode: str, att
             assert built["attention_backend"] == "TRITON_ATTN"
     assert optimized["speculative_method"] == "mtp" and optimized["speculative_tokens"] == 2
     assert baseline["speculative_method"] is None
+    assert baseline["model_runner"] == optimized["model_runner"] == "v2", "vLLM 0.32's default on a card"
+    assert optimized["drafter"]["class"] == "Gemma4Speculator"
     assert optimized["async_scheduling"] == baseline["async_scheduling"]
 
 
@@ -187,18 +197,33 @@ def test_exact_sets_batch_invariant_on_both_paths(faked: dict[str, Any]) -> None
 
 
 def test_per_layer_kind_attention_is_a_candidate_vllm_accepts_on_triton_cards(faked: dict[str, Any]) -> None:
-    from backend.engine.gpu_args import (
-        FULL_FLASHINFER,
-        FULL_FLEX_ATTENTION,
-        SLIDING_FLASH_ATTENTION,
-        attention_candidates,
-    )
+    from backend.engine.gpu_attention import SLIDING_FLASH_ATTENTION, ModelAttention, attention_candidates
 
-    assert attention_candidates((8, 6)) == [{}, SLIDING_FLASH_ATTENTION, FULL_FLASHINFER, FULL_FLEX_ATTENTION]
-    assert attention_candidates((9, 0)) == [{}]
+    unshared = ModelAttention(kv_shared_full_layers=0)
+    assert SLIDING_FLASH_ATTENTION in attention_candidates((8, 6), unshared).others
+    assert attention_candidates((9, 0), unshared).others == ()
     built = _vllm(faked["per-kind"], "optimized")
     assert built["attention_backend"] == "TRITON_ATTN"  # the 512-dim full layers
     assert built["backend_per_kind"] == {"sliding_window": "FLASH_ATTN"}
+
+
+def test_on_model_runner_v2_the_targets_per_kind_map_stays_off_the_drafter(faked: dict[str, Any]) -> None:
+    """What a card runs: V2's ``Gemma4Speculator`` builds the drafter's config from the target's.
+    By itself vLLM passes the sliding layers' FlashAttention on to the drafter (which its own code
+    says cannot run there with the KV-shared cache); with gemma-chat's hooks the map is dropped and
+    vLLM's selector gives the drafter's sliding layers the target's backend, Triton."""
+    for key in ("per-kind", "measured-per-kind"):
+        built = _vllm(faked[key], "optimized")
+        assert built["model_runner"] == "v2" and built["layers"]["sliding"]["backend"] == "FLASH_ATTN"
+        drafter = built["drafter"]
+        assert drafter["class"] == "Gemma4Speculator"
+        assert drafter["vllm_alone"]["backend_per_kind"] == {"sliding_window": "FLASH_ATTN"}
+        assert drafter["vllm_alone"]["sliding_backend"] == "FLASH_ATTN"
+        assert drafter["patched"] == {
+            "backend_per_kind": {},
+            "sliding_backend": "TRITON_ATTN",
+            "full_backend": "TRITON_ATTN",
+        }
 
 
 def test_the_full_layers_other_backends_on_an_a100_leave_the_sliding_layers_and_the_drafter(
@@ -222,7 +247,7 @@ def test_the_full_layers_other_backends_on_an_a100_leave_the_sliding_layers_and_
     assert "FLASHINFER" in refused and "No module named 'flashinfer'" in refused, refused
     assert infer["layers"]["sliding"]["backend"] == "TRITON_ATTN"
     for built in (flex, infer):
-        assert built["drafter_sliding_backend"] == "TRITON_ATTN", "vLLM's Gemma 4 proposer refuses the others"
+        assert _drafter_sliding(built) == "TRITON_ATTN", "vLLM's Gemma 4 drafter refuses the others"
     source = (Path(vllm.__file__).parent / "v1" / "attention" / "backends" / "flashinfer.py").read_text()
     sizes = re.search(r"def get_supported_head_sizes.*?return \[([\d, ]+)\]", source, re.S)
     assert sizes is not None and "512" in sizes.group(1).split(", ")
@@ -238,7 +263,7 @@ def test_a_measured_attention_choice_goes_to_the_optimized_path_only(faked: dict
     assert "1.12x over vLLM's own attention, the same greedy tokens" in result["optimized"]["attention_why"]
     assert "attention_config" not in result["baseline"]["args"]
     assert _vllm(result, "baseline")["backend_per_kind"] == {}
-    plain = _vllm(faked["l4"], "optimized")["drafter_sliding_backend"]
-    assert plain == "TRITON_ATTN" and built["drafter_sliding_backend"] == plain, (
-        "the drafter attends as without the candidate (vLLM's Gemma 4 proposer refuses FlashAttention there)"
+    plain = _drafter_sliding(_vllm(faked["l4"], "optimized"))
+    assert plain == "TRITON_ATTN" and _drafter_sliding(built) == plain, (
+        "the drafter attends as without the candidate (vLLM's Gemma 4 drafter refuses FlashAttention there)"
     )

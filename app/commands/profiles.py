@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 
 from app.commands.flags import settings_from_args
 from backend.config import paths
@@ -11,14 +12,14 @@ from backend.config.settings import EngineSettings, Settings
 from backend.engine.compile_cache import GRAPH_REASON
 from backend.engine.factory import resolve_model
 from backend.engine.gpu import GpuRefused, described_gpu, parse_capability
-from backend.engine.gpu_args import expected_attention
+from backend.engine.gpu_attention import ModelAttention, attention_candidates, expected_attention
 from backend.engine.host_plan import HostRefused
 from backend.engine.log import capture_stderr
 from backend.engine.memory_plan import MemoryPlan
 from backend.engine.model_source import DEFAULT_MODEL, ModelSource, described_default_model
 from backend.engine.placement import host_plan_for, plan_for
 from backend.engine.profiles import PROFILE_NAMES, EngineProfile, engine_config
-from backend.engine.speculation.choice import SpeculationChoice
+from backend.engine.speculation.choice import SpeculationChoice, attention_label
 from backend.errors import ModelNotFound
 
 
@@ -75,19 +76,26 @@ def _plan(args: argparse.Namespace, source: ModelSource, settings: Settings) -> 
     return plan_for(source, settings.engine, described_gpu(args.gpu_memory, capability))
 
 
-def _print_plan(plan: MemoryPlan) -> None:
+def _print_plan(plan: MemoryPlan, source: ModelSource) -> None:
     print("\nGPU memory plan (made before any engine starts):")
     for line in plan.lines():
         print(f"  {line}")
-    attention = expected_attention(plan.gpu.capability)
-    print(f"  attention: vLLM runs Gemma 4 on {attention}")
-    if "TRITON" in attention:
-        print(
-            "    `profiles --measure` on the card also measures FlashAttention for the sliding layers, "
-            "FlashInfer and FlexAttention for the full ones (kept only faster with the same tokens); "
-            "`bench` gives each its rows"
-        )
+    print(f"  attention: vLLM runs Gemma 4 on {expected_attention(plan.gpu.capability)}")
+    _print_attention_candidates(plan, source)
     print(f"  compare (F3): {COMPARE_BY_MODE[plan.mode]}")
+
+
+def _print_attention_candidates(plan: MemoryPlan, source: ModelSource) -> None:
+    """The other attention configs `--measure` and `bench` would try on the card, and why any is left out."""
+    candidates = attention_candidates(plan.gpu.capability, ModelAttention.read(source.path))
+    if candidates.others:
+        names = ", ".join(attention_label(json.dumps(config)) for config in candidates.others)
+        print(
+            f"    `profiles --measure` on the card also measures {names} (kept only faster with the "
+            "same tokens); `bench` gives each its rows"
+        )
+    for config, why in candidates.left_out:
+        print(f"    left out: {attention_label(json.dumps(config))} — {why}")
 
 
 COMPARE_BY_MODE = {
@@ -127,7 +135,7 @@ def run_profiles(args: argparse.Namespace) -> int:
         _print_cpu_classes()
         _print_host_plan(source, settings.engine)
     if plan is not None:
-        _print_plan(plan)
+        _print_plan(plan, source)
     if args.measure:
         if described:
             raise GpuRefused(

@@ -1,12 +1,12 @@
 """Bench's attention rows: on a card where vLLM runs Gemma 4 on Triton (Ampere and Ada: no
 FlashAttention 4), the optimized path again with each other attention backend vLLM offers for
-Gemma 4's head sizes (``gpu_args.attention_candidates``: FlashAttention for the 256-dim sliding
-layers, FlashInfer or FlexAttention for the 512-dim full ones), so the table shows which one a card
-should run. A GPU holds one more engine at most, so each variant runs alone after the main table,
-with the same workloads and repetitions; a variant that fails to start or answer is said and
-skipped. Each row compares the variant with the optimized path on vLLM's own attention (same
-workload, same repetition; not interleaved, so a drift between them would show) and gives its
-token parity with the baseline.
+Gemma 4's head sizes that can start for the model here (``gpu_attention.attention_candidates``:
+FlashAttention for the 256-dim sliding layers, FlashInfer or FlexAttention for the 512-dim full
+ones), so the table shows which one a card should run. A GPU holds one more engine at most, so
+each variant runs alone after the main table, with the same workloads and repetitions; a variant
+that fails to start or answer is said and skipped. Each row compares the variant with the
+optimized path on vLLM's own attention (same workload, same repetition; not interleaved, so a drift
+between them would show) and gives its token parity with the baseline.
 """
 
 from __future__ import annotations
@@ -43,19 +43,20 @@ MARK = "optimized+"
 """A variant's path name: ``optimized+full_attention on FLASHINFER``."""
 
 
-def card_variants(plan: MemoryPlan | None, exact: bool) -> tuple[str, ...]:
+def card_variants(source: ModelSource, plan: MemoryPlan | None, exact: bool) -> tuple[str, ...]:
     """The attention configs (JSON) bench tries beside vLLM's own on this card: the Triton cards'
-    candidates; none on a CPU, on FlashAttention 4 cards, or in exact mode (batch-invariant
-    kernels are chosen for it)."""
+    candidates that can start for this model here; none on a CPU, on cards where vLLM runs one fast
+    backend on every layer, or in exact mode (batch-invariant kernels are chosen for it)."""
     if plan is None or exact:
         return ()
     from backend.engine.gpu import detect_gpu
-    from backend.engine.gpu_args import attention_candidates
+    from backend.engine.gpu_attention import ModelAttention, attention_candidates
 
     gpu = detect_gpu()
     if gpu is None:
         return ()
-    return tuple(json.dumps(config, sort_keys=True) for config in attention_candidates(gpu.capability)[1:])
+    candidates = attention_candidates(gpu.capability, ModelAttention.read(source.path))
+    return tuple(json.dumps(config, sort_keys=True) for config in candidates.others)
 
 
 def variant_configs(optimized: EngineConfig, variants: tuple[str, ...]) -> dict[str, EngineConfig]:
@@ -189,7 +190,9 @@ async def attention_variants(
 ) -> tuple[dict[str, dict[str, list[WorkloadRun]]], dict[str, str]]:
     """The optimized path with each other attention backend (``variants``), where this card has
     any: their runs, and why each that failed did."""
-    tried = card_variants(plan, settings.engine.exact) if options.attention is None else options.attention
+    tried = (
+        card_variants(source, plan, settings.engine.exact) if options.attention is None else options.attention
+    )
     if not tried or "optimized" not in configs or remote or not options.workloads:
         return {}, {}
     configs = variant_configs(configs["optimized"], tried)

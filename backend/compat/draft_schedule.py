@@ -12,6 +12,13 @@ The app calls it through vLLM's own utility channel to the engine core (``call_u
 between requests: the first start measures each number of drafts on the one engine it started, and
 every start applies what was decided. Drafts never decide a token (verification keeps the target's),
 so no setting of the list can change a reply. Standard library only until vLLM's module is imported.
+
+The method is added whenever the module loads, and the variable is read when it is called, in the
+engine core's own process: on CUDA vLLM forks the engine core from the app's process, which imported
+``vllm.v1.engine.core`` (``backend.engine.env.import_engine``) before the engine's variables were
+set — a check at import time left the forked core without the method ("'EngineCoreProc' object has
+no attribute 'gemma_chat_set_drafts'"). An engine whose environment does not set it (the baseline)
+refuses the call.
 """
 
 from __future__ import annotations
@@ -42,12 +49,16 @@ def rewrite(
 
 
 def patch(module: Any) -> None:
-    if os.environ.get(ENV) != "1" or getattr(module, _PATCHED, False):
+    if getattr(module, _PATCHED, False):
         return
 
     def gemma_chat_set_drafts(
         self: Any, drafts: int, up_to: int, then: Sequence[Sequence[int]] = ()
     ) -> list[int]:
+        if os.environ.get(ENV) != "1":
+            raise RuntimeError(
+                f"this engine was started without {ENV}=1: its drafts are not set while it runs"
+            )
         scheduler = self.scheduler
         lookup = getattr(scheduler, "dynamic_sd_lookup", None)
         if lookup is None:

@@ -2,13 +2,17 @@
 
 vLLM 0.32's ``attention_config.backend_per_kind`` (``{"sliding_window": "FLASH_ATTN"}``: the
 optimized GPU path's measured candidate on cards where vLLM runs Gemma 4 on Triton) takes
-precedence over ``backend`` in the attention selector. The speculative proposer builds the
-drafter's config from the target's, replacing only ``backend`` (``llm_base_proposer``), so the map
-reached the drafter too — and vLLM's Gemma 4 proposer says its sliding layers cannot run on
-FlashAttention with the KV-shared cache (``Gemma4Proposer._create_draft_vllm_config``). This drops
-the map from the drafter's config: the drafter attends exactly as it does without the candidate
-(the target's backend, which that override carries through). Standard library only until vLLM's
-module is imported.
+precedence over ``backend`` in the attention selector. Both of vLLM's model runners build the
+drafter's config from the target's, replacing only the model and ``backend``, and the drafter's
+layers pick their backend under that config (``get_model`` makes it the current one), so the map
+reached the drafter too — and vLLM's own Gemma 4 code says the drafter's sliding layers cannot run
+on FlashAttention with the KV-shared cache (its ``_create_draft_vllm_config`` docstrings).
+
+Each runner has its own class, so both are patched: ``Gemma4Proposer`` (Model Runner V1: the CPU
+build, which has no Triton) and ``Gemma4Speculator`` (Model Runner V2: vLLM's default on a CUDA
+card). The map is dropped from the drafter's config: the drafter attends exactly as it does
+without the candidate (the target's backend, which vLLM's override carries through). Standard
+library only until one of vLLM's modules is imported.
 """
 
 from __future__ import annotations
@@ -18,15 +22,20 @@ from typing import Any
 
 from backend.compat.after_import import after_import
 
-MODULE = "vllm.v1.spec_decode.gemma4"
+DRAFTER_CLASSES = {
+    "vllm.v1.spec_decode.gemma4": "Gemma4Proposer",
+    "vllm.v1.worker.gpu.spec_decode.gemma4.speculator": "Gemma4Speculator",
+}
+"""Where each model runner's Gemma 4 drafter class lives (V1, then V2)."""
+
 _PATCHED = "_gemma_chat_drafter_attention"
 
 
 def patch(module: Any) -> None:
-    proposer_class = getattr(module, "Gemma4Proposer", None)
-    if proposer_class is None or getattr(module, _PATCHED, False):
+    drafter_class = getattr(module, DRAFTER_CLASSES.get(module.__name__, ""), None)
+    if drafter_class is None or _PATCHED in vars(drafter_class):
         return
-    create = proposer_class._create_draft_vllm_config
+    create = drafter_class._create_draft_vllm_config
 
     def _create_draft_vllm_config(self: Any) -> Any:
         config = create(self)
@@ -36,9 +45,10 @@ def patch(module: Any) -> None:
         return replace(config, attention_config=replace(attention, backend_per_kind={}))
 
     _create_draft_vllm_config.__wrapped__ = create  # type: ignore[attr-defined]
-    proposer_class._create_draft_vllm_config = _create_draft_vllm_config
-    setattr(module, _PATCHED, True)
+    drafter_class._create_draft_vllm_config = _create_draft_vllm_config
+    setattr(drafter_class, _PATCHED, True)
 
 
 def install_import_hook() -> None:
-    after_import(MODULE, patch)
+    for module in DRAFTER_CLASSES:
+        after_import(module, patch)

@@ -1,8 +1,11 @@
 """What one engine of a Gemma 4 checkpoint needs of a GPU, before it starts.
 
-* Weights: the checkpoint's ``*.safetensors`` bytes on disk (measured) — or, for a model that is
-  only described (``assets/gemma4_e2b_config.json``), its parameters counted from ``config.json``
-  times the dtype's bytes (an estimate).
+* Weights: the checkpoint's ``*.safetensors`` tensors (measured: each file's header), each
+  floating-point tensor at the width the engine loads it in — the asked dtype, or with ``auto`` the
+  config's, float32 downcast to bfloat16 as vLLM's ``auto`` does (``_resolve_auto_dtype``): a
+  bfloat16 checkpoint run in float32 takes twice its size on disk. For a model that is only
+  described (``assets/gemma4_e2b_config.json``), its parameters counted from ``config.json`` times
+  that width (an estimate).
 * The drafter's weights the same way (the optimized path with MTP only).
 * KV cache for one request of the context window, from the config's KV-owning layers (computed).
 * The engine's runtime — CUDA context, the activation peak of vLLM's profiling run, CUDA graphs —
@@ -91,10 +94,51 @@ def layer_head_dim(text: dict[str, Any], index: int, kind: str) -> int:
 
 
 def _dtype_bytes(config: dict[str, Any], dtype: str) -> int:
+    """The width the engine holds the weights (and KV cache) in: ``dtype``, or for ``auto`` the
+    config's dtype, float32 downcast to bfloat16 (vLLM's ``auto`` on every platform whose first
+    supported dtype is bfloat16: CUDA and x86 CPUs)."""
     if dtype in DTYPE_BYTES:
         return DTYPE_BYTES[dtype]
     named = str(_text(config).get("dtype") or config.get("dtype") or config.get("torch_dtype") or "bfloat16")
-    return DTYPE_BYTES.get(named, 2)
+    return 2 if named == "float32" else DTYPE_BYTES.get(named, 2)
+
+
+FLOAT_WIDTHS = {"F32": 4, "F16": 2, "BF16": 2, "F64": 8}
+"""safetensors' floating-point dtypes the engine casts to its dtype (others are loaded as stored)."""
+MAX_HEADER = 100 * 2**20
+
+
+def loaded_bytes(files: list[Path], width: int) -> int | None:
+    """The tensors of ``files`` as the engine holds them: floating-point ones at ``width`` bytes an
+    element, the rest as stored; None where a header cannot be read or does not describe its file's
+    bytes (the bytes on disk then)."""
+    total = 0
+    for path in files:
+        try:
+            with path.open("rb") as handle:
+                size = int.from_bytes(handle.read(8), "little")
+                if not 0 < size <= MAX_HEADER:
+                    return None
+                header = json.loads(handle.read(size))
+            on_disk = path.stat().st_size
+        except (OSError, ValueError):
+            return None
+        if not isinstance(header, dict):
+            return None
+        described = 0
+        for name, tensor in header.items():
+            if name == "__metadata__" or not isinstance(tensor, dict):
+                continue
+            try:
+                start, end = (int(offset) for offset in tensor["data_offsets"])
+                stored = FLOAT_WIDTHS.get(str(tensor["dtype"]))
+            except (KeyError, TypeError, ValueError):
+                return None
+            described += end - start
+            total += end - start if stored is None else (end - start) // stored * width
+        if 8 + size + described < on_disk * 0.99:  # bytes its header does not describe
+            return None
+    return total
 
 
 def text_parameters(text: dict[str, Any]) -> int:
@@ -130,7 +174,16 @@ def tower_parameters(config: dict[str, Any]) -> int:
 
 def checkpoint_size(directory: Path, dtype: str = "auto") -> Size:
     """Weights on disk, or counted from the config where the folder has none (a described model)."""
-    files = sorted(directory.glob("*.safetensors")) or sorted(directory.glob("*.bin"))
+    files = sorted(directory.glob("*.safetensors"))
+    if files:
+        on_disk = sum(f.stat().st_size for f in files)
+        width = _dtype_bytes(_config(directory), dtype) if (directory / "config.json").is_file() else 2
+        loaded = loaded_bytes(files, width)
+        if loaded is not None and abs(loaded - on_disk) > on_disk // 100:
+            how = f"{len(files)} weight files, {on_disk / GIB:.2f} GiB on disk, held at {width} bytes each"
+            return Size(loaded, True, how)
+        return Size(on_disk, True, f"{len(files)} weight files on disk")
+    files = sorted(directory.glob("*.bin"))
     if files:
         return Size(sum(f.stat().st_size for f in files), True, f"{len(files)} weight files on disk")
     config = _config(directory)

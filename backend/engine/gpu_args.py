@@ -1,7 +1,6 @@
 """The vLLM arguments and environment a GPU adds to an engine path: its share of memory from the
-plan, sleep mode where the plan swaps engines, batch-invariant mode for ``exact``, and what vLLM
-will pick for attention on the card (said, not set: stock vLLM picks it; the optimized path
-changes it only where ``profiles --measure`` found another faster with the same tokens)."""
+plan, sleep mode where the plan swaps engines, batch-invariant mode for ``exact``. What vLLM picks
+for attention on the card, and the other candidates, is ``backend.engine.gpu_attention``."""
 
 from __future__ import annotations
 
@@ -54,37 +53,3 @@ def exact_attention(settings: EngineSettings) -> Argument | None:
         "exact = true: Triton attention on every layer (batch-invariant kernels for head_dim 256 and "
         "512; FlashAttention would fall back to FA2 under batch invariance, which has no 512-dim kernel)",
     )
-
-
-def expected_attention(capability: tuple[int, int], fa4_available: bool | None = None) -> str:
-    """What vLLM 0.32 runs Gemma 4's attention on for a card (its ``Gemma4Config`` rule): head_dim
-    512 rules out FlashAttention 2/3, so FlashAttention 4 where its wheel supports the card (Hopper,
-    Blackwell), else Triton attention for every layer."""
-    fa4 = capability[0] in (9, 10) if fa4_available is None else fa4_available
-    if fa4:
-        return "FLASH_ATTN (FlashAttention 4, all layers)"
-    return "TRITON_ATTN (all layers: no FlashAttention for head_dim 512 on this card)"
-
-
-SLIDING_FLASH_ATTENTION: dict[str, object] = {"backend_per_kind": {"sliding_window": "FLASH_ATTN"}}
-"""vLLM 0.32's per-layer-kind override: FlashAttention for Gemma 4's 256-dim sliding layers, the
-512-dim full layers left on Triton. A candidate to measure on cards where vLLM runs Triton for all."""
-
-
-FULL_FLASHINFER: dict[str, object] = {"backend_per_kind": {"full_attention": "FLASHINFER"}}
-FULL_FLEX_ATTENTION: dict[str, object] = {"backend_per_kind": {"full_attention": "FLEX_ATTENTION"}}
-"""The other backends vLLM 0.32 offers for Gemma 4's 512-dim full layers on Ampere and Ada
-(FlashInfer lists head_dim 512; FlexAttention takes any), the sliding layers left as vLLM chose.
-Per layer kind, not ``backend``: the drafter's sliding layers keep Triton, the one backend vLLM's
-Gemma 4 proposer gives them (``backend.compat.drafter_attention``)."""
-
-
-def attention_candidates(
-    capability: tuple[int, int], fa4_available: bool | None = None
-) -> list[dict[str, object]]:
-    """``attention_config`` values worth measuring on a card: vLLM's own choice (``{}``) first, and
-    on Triton cards FlashAttention for the sliding layers and FlashInfer or FlexAttention for the
-    full ones (``profiles --measure`` measures them, ``bench`` gives each its rows)."""
-    if "TRITON" in expected_attention(capability, fa4_available):
-        return [{}, SLIDING_FLASH_ATTENTION, FULL_FLASHINFER, FULL_FLEX_ATTENTION]
-    return [{}]

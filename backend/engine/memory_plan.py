@@ -3,6 +3,12 @@
 From each path's footprint (``footprint``), the GPU's total and free memory and the setting
 ``gpu_memory_utilization`` (the most of the card gemma-chat may take):
 
+Every share must pass vLLM's own check at each start (``vllm.v1.worker.utils.request_memory``):
+share × total at most the memory free once the starting worker has opened its CUDA context. So the
+shares come from what is free now (other programs' memory is not the plan's), less each start's
+own context, less what the engines started before it still hold: the first one's whole share and
+context beside it, or a sleeping one's residue.
+
 * ``side-by-side``: both engines fit at once; each gets its footprint plus half the room left, the
   shares adding up to at most the setting;
 * ``swap``: one engine fits but not two; the active path's engine gets the whole setting, and F2 /
@@ -34,6 +40,9 @@ SLEEP_BUFFERS_BYTES = GIB // 2
 """Its buffers outside vLLM's sleep pool (the sampler's, NCCL's, the allocator's metadata): an
 estimate. Its CUDA graphs go to host memory with the weights (``sleep_mode_offload_cudagraph``)."""
 SLEEP_RESIDUE_BYTES = SLEEP_CONTEXT_BYTES + SLEEP_BUFFERS_BYTES
+CONTEXT_BYTES = GIB // 2
+"""A starting worker's CUDA context (with NCCL's buffers), used before vLLM reads the free memory it
+checks the share against: an estimate, as ``SLEEP_CONTEXT_BYTES``."""
 HOST_MARGIN_BYTES = 6 * GIB
 """Host memory the app, the active engine's processes and the system need beside a sleeping
 engine's weights (the engine-core process alone holds ~3 GiB): an estimate."""
@@ -139,11 +148,12 @@ def plan_memory(
     when not even one engine fits."""
     notes: list[str] = []
     budget = int(setting * gpu.total_bytes)
-    if gpu.free_bytes < budget:
-        budget = gpu.free_bytes - int(0.02 * gpu.total_bytes)
+    if gpu.free_bytes - CONTEXT_BYTES < budget:
+        budget = gpu.free_bytes - CONTEXT_BYTES
         notes.append(
             f"only {gpu.free_gib:.1f} GiB of {gpu.total_gib:.1f} GiB is free (other processes use the "
-            f"rest): the plan uses {budget / GIB:.1f} GiB, as vLLM refuses more than is free"
+            f"rest): the plan uses {budget / GIB:.1f} GiB — what is free less the starting engine's "
+            "CUDA context — as vLLM refuses a share larger than what is free once its context is open"
         )
     biggest = max(f.total for f in footprints.values())
     tight = biggest > budget
@@ -159,17 +169,19 @@ def plan_memory(
             "(GEMMA_CHAT_ENGINE_BUILD=cpu) or against a vLLM server (--server URL); a card that also "
             "drives a display has less free"
         )
-    together = sum(f.total for f in footprints.values()) <= budget
+    # the second engine starts beside the first one's share and context, and opens its own
+    pair_budget = min(budget, gpu.free_bytes - 2 * CONTEXT_BYTES)
+    together = sum(f.total for f in footprints.values()) <= pair_budget
     forced = both_paths in ("side-by-side", "swap")
     mode: Mode = (
         "side-by-side" if (both_paths == "side-by-side" or (both_paths == "auto" and together)) else "swap"
     )
     if mode == "side-by-side":
-        spare = max(0, budget - sum(f.total for f in footprints.values())) // len(footprints)
+        spare = max(0, pair_budget - sum(f.total for f in footprints.values())) // len(footprints)
         shares = {name: (f.total + spare) / gpu.total_bytes for name, f in footprints.items()}
         if not together:
             notes.append("both engines do not fit at once: the second may fail to start (engine.both_paths)")
-            shares = {name: budget / len(footprints) / gpu.total_bytes for name in footprints}
+            shares = {name: pair_budget / len(footprints) / gpu.total_bytes for name in footprints}
     else:
         share = budget / gpu.total_bytes
         slept = slept_bytes(footprints)
@@ -186,10 +198,23 @@ def plan_memory(
                 "the idle engine and starts the other (slower than waking it)"
             )
         if sleep_available and not tight:
-            # the sleeping engine keeps its context: the waking one must pass vLLM's free-memory check
-            share = min(share, (gpu.total_bytes - SLEEP_RESIDUE_BYTES) / gpu.total_bytes - 0.02)
+            # the sleeping engine keeps its residue: the other starts beside it and must pass
+            # vLLM's free-memory check with its own context open
+            beside = gpu.free_bytes - SLEEP_RESIDUE_BYTES - CONTEXT_BYTES
+            if beside < biggest:
+                sleep_available = False
+                notes.append(
+                    f"a sleeping engine's ~{SLEEP_RESIDUE_BYTES / GIB:.1f} GiB would leave the other "
+                    f"{beside / GIB:.1f} GiB of the {gpu.free_gib:.1f} GiB free, less than it needs: "
+                    "swapping stops the idle engine and starts the other"
+                )
+            else:
+                share = min(share, beside / gpu.total_bytes)
         shares = dict.fromkeys(footprints, share)
-    shares = {name: round(min(share, MAX_UTILIZATION), 3) for name, share in shares.items()}
+    # rounded down: vLLM requests ceil(share × total) and compares it with what is free
+    shares = {
+        name: math.floor(min(share, MAX_UTILIZATION) * 1000 + 1e-6) / 1000 for name, share in shares.items()
+    }
     return MemoryPlan(
         gpu,
         setting,

@@ -26,7 +26,8 @@ from typing import TypeVar
 
 from backend.config.settings import EngineSettings
 from backend.engine.gpu import detect_gpu
-from backend.engine.gpu_args import attention_candidates, exact_attention, gpu_env
+from backend.engine.gpu_args import exact_attention, gpu_env
+from backend.engine.gpu_attention import ModelAttention, attention_candidates
 from backend.engine.model_source import ModelSource
 from backend.engine.placement import plan_for
 from backend.engine.platform import on_gpu, process_tree_rss, room_for_another
@@ -40,6 +41,7 @@ from backend.engine.speculation.choice import (
     ProbeRun,
     SpeculationChoice,
     add_histogram,
+    attention_label,
     candidate_label,
     choice_key,
     choose,
@@ -187,7 +189,7 @@ async def measure_speculation(
     key = choice_key(source, settings, on_gpu())
     if store:  # kept now: a failure among the attention candidates below loses nothing
         store_choice(key, choice)
-    others = list(probe_attention(source, settings) if attention is None else attention)
+    others = list(probe_attention(source, settings, say) if attention is None else attention)
     base = next(c for c in candidates if (c.method, c.drafts) == (choice.method, choice.drafts))
     if others:
         tried = [_with_attention(base, config) for config in others]
@@ -257,16 +259,22 @@ async def _recheck_in_exact_mode(
         original.exact_agrees = not again.failed and not again.run(rechecked[0]).diverged
 
 
-def probe_attention(source: ModelSource, settings: EngineSettings) -> list[dict[str, object]]:
+def probe_attention(
+    source: ModelSource, settings: EngineSettings, say: Callable[[str], None] = lambda _: None
+) -> list[dict[str, object]]:
     """The ``attention_config`` values to measure beside vLLM's own: on a GPU where vLLM runs
-    Gemma 4 on Triton, FlashAttention for the sliding layers; none elsewhere (a CPU has one
-    attention backend; Hopper and Blackwell run FlashAttention 4 on every layer)."""
+    Gemma 4 on Triton, those that can start for this model here (``attention_candidates``; each
+    left out is said with why); none elsewhere (a CPU has one attention backend; Hopper and
+    Blackwell run one fast backend on every layer)."""
     if not on_gpu():
         return []
     gpu = detect_gpu()
     if gpu is None:
         return []
-    return attention_candidates(gpu.capability)[1:]
+    candidates = attention_candidates(gpu.capability, ModelAttention.read(source.path))
+    for config, why in candidates.left_out:
+        say(f"attention: {attention_label(json.dumps(config))} left out — {why}")
+    return list(candidates.others)
 
 
 def _with_attention(base: _Candidate, attention: dict[str, object]) -> _Candidate:
