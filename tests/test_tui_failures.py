@@ -108,7 +108,7 @@ async def test_errors_in_screen_callbacks_palette_commands_and_workers_are_repor
         await pilot.pause()
         assert _has_internal_error(app, "running 'Export Markdown'"), _notes(app)
 
-        monkeypatch.setattr("app.tui.attach_actions.load_attachments", lambda *a: 1 / 0)
+        monkeypatch.setattr("app.tui.actions.attach.load_attachments", lambda *a: 1 / 0)
         app.attach(tmp_path / "x.png")
         await wait_until(pilot, lambda: _has_internal_error(app, "reading the attachment"))
         assert app.is_running
