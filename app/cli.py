@@ -373,7 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _quiet_stdout()
         return 0
     except Exception as error:  # a bug: one readable line (the traceback goes to the log), never silence
-        from backend.errors.failures import record_failure
+        from app.failure_log import record_failure
 
         what = f"running gemma-chat {args.command or 'chat'}"
         print(f"gemma-chat: {record_failure(what, error)}", file=sys.stderr)

@@ -102,6 +102,48 @@ def test_measurements_are_positive_and_restore_threads() -> None:
     assert torch.get_num_threads() == before
 
 
+def test_roofs_on_a_gpu_open_no_cuda_context_in_the_app_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 57, item 6b: measuring opens a CUDA context, whose memory would stay on the card (the
+    plan gave it to the engines); on a GPU ``measure_roofs`` hands the measurement to a child."""
+    import torch
+
+    from backend.bench import roofs
+
+    def here(*args: object, **kwargs: object) -> None:
+        raise AssertionError("CUDA initialised / roofs measured in the app process")
+
+    monkeypatch.setattr(torch.cuda, "_lazy_init", here)
+    monkeypatch.setattr(torch.cuda, "init", here)
+    monkeypatch.setattr(roofs, "measure_roofs_here", here)
+    asked: list[tuple[object, ...]] = []
+    stand_in = Roofs(flops_per_s=1e14, bytes_per_s=2e12, threads=15, dtype="bfloat16", device="cuda")
+
+    def apart(*args: object) -> Roofs:
+        asked.append(args)
+        return stand_in
+
+    monkeypatch.setattr(roofs, "measure_roofs_apart", apart)
+    assert roofs.measure_roofs("bfloat16", 15, "cuda", 0.1) is stand_in
+    assert asked == [("bfloat16", 15, "cuda", 0.1)]
+
+
+def test_roofs_measured_apart_come_from_a_child_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The child boundary itself, on the CPU: this process's measuring function refuses, so the
+    figures can only come from the spawned child, which has exited when they arrive."""
+    import multiprocessing
+
+    from backend.bench import roofs
+
+    def here(*args: object, **kwargs: object) -> None:
+        raise AssertionError("measured in the app process")
+
+    monkeypatch.setattr(roofs, "measure_roofs_here", here)
+    measured = roofs.measure_roofs_apart("float32", 1, "cpu", 0.05)
+    assert measured.flops_per_s > 1e6 and measured.bytes_per_s > 1e6
+    assert (measured.threads, measured.dtype, measured.device) == (1, "float32", "cpu")
+    assert multiprocessing.active_children() == []
+
+
 def test_token_roofs_divide_the_machine_by_the_model() -> None:
     costs = model_costs(e2b_config())
     roofs = Roofs(flops_per_s=4.5e11, bytes_per_s=4.5e10, threads=2, dtype="bfloat16", device="cpu")

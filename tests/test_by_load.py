@@ -1,12 +1,15 @@
 """Drafts by load: the rule on measured levels, its schedule as vLLM reads it, the engine core's
-rewrite of its lookup, the kept choice, and where the optimized path applies it (CPU start, GPU
-arguments). The measuring on the real engine is in ``tests/test_first_start_engine.py``."""
+rewrite of its lookup, the kept choice, where the optimized path applies it (CPU start, GPU
+arguments), and the exact-mode re-check of a count whose tokens differed (issue 57, item 5). The
+measuring on the real engine is in ``tests/test_first_start_engine.py``."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,13 +19,15 @@ from backend.engine.gpu import described_gpu
 from backend.engine.metrics import TurnMetrics
 from backend.engine.model_source import ModelSource, resolve
 from backend.engine.placement import plan_for
-from backend.engine.profiles import EngineProfile, engine_config
+from backend.engine.profiles import EngineConfig, EngineProfile, engine_config
 from backend.engine.protocol import EngineRequest, Finished, TurnEvent
+from backend.engine.speculation import by_load
 from backend.engine.speculation.by_load import measure_by_load
 from backend.engine.speculation.choice import SpeculationChoice, choice_key
 from backend.engine.speculation.first_start import DraftPlan, settle_drafts
 from backend.engine.speculation.kept import store_choice, stored_choice
 from backend.engine.speculation.load_rule import LoadLevel, choose_by_load, describe_steps, vllm_schedule
+from backend.engine.speculation.probe import exact_config
 from backend.gemma4.messages import PromptRenderer
 from tests.e2b_folder import make_e2b_folder
 
@@ -71,6 +76,14 @@ def test_a_count_that_changes_a_token_at_a_level_is_not_chosen_there() -> None:
     assert choose_by_load(levels) == ((1, 1),), "3 changed a token at 1; 1 is under 5% faster at 4"
     assert "(tokens differ)" in levels[0].describe()
     assert choose_by_load([_level(1, {0: 100, 1: 101, 3: 102})]) == (), "nothing pays: no drafts"
+
+
+def test_a_difference_the_kernels_alone_made_does_not_cut_a_count() -> None:
+    levels = [_level(1, {0: 100, 1: 150, 3: 210}, differs=(3,)), _level(4, {0: 380, 1: 390, 3: 650})]
+    assert choose_by_load(levels) == ((1, 1),), "bit for bit: 3 is cut at 1, so never drafted above"
+    levels[0].kernel_only.add(3)
+    assert choose_by_load(levels) == ((4, 3),), "3 differed at 1 in fast mode only: kept there, and at 4"
+    assert "3: 210 (tokens differ in fast mode only)" in levels[0].describe()
 
 
 def test_the_schedule_is_one_vllm_reads_to_the_batch_limit() -> None:
@@ -187,3 +200,98 @@ def test_profiles_names_a_measured_cpu_schedule(tiny_source: ModelSource, gemma_
     schedule = "by load (measured): 3 drafts up to 2 running requests, 1 up to 8, none above"
     assert schedule in config.notes[0] and schedule in config.args["speculative_config"].reason
     assert "off above 4 running requests" not in config.args["speculative_config"].reason
+
+
+class Clock:
+    """Time the stand-in engines spend: a request costs less the more drafts a step carries."""
+
+    now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _load_engines(monkeypatch: pytest.MonkeyPatch, differs: str, exact_fails: bool = False) -> list[str]:
+    """``VllmEngine`` stand-ins: 3 drafts change a token at 4 at once — in fast mode only
+    (``differs="fast"``) or ``"always"``; an engine under batch-invariant kernels may fail to start."""
+    import backend.engine.vllm
+
+    started: list[str] = []
+    clock = Clock()
+
+    class Engine:
+        def __init__(self, source: Any, config: EngineConfig, log_path: Path) -> None:
+            self.exact = "VLLM_BATCH_INVARIANT" in config.env
+            self.drafts = 0
+
+        async def start(self) -> None:
+            started.append("exact" if self.exact else "fast")
+            if self.exact and exact_fails:
+                raise RuntimeError("no batch-invariant kernel here")
+
+        async def shutdown(self) -> None:
+            return None
+
+        async def set_drafts(self, drafts: int, up_to: int, then: tuple[tuple[int, int], ...] = ()) -> None:
+            self.drafts = drafts
+
+        async def stream(self, request: EngineRequest) -> AsyncIterator[TurnEvent]:
+            at_four = request.request_id.startswith("load4-")
+            changed = self.drafts == 3 and at_four and (differs == "always" or not self.exact)
+            clock.now += 1.0 / (1 + self.drafts)
+            yield Finished(request.request_id, "x", (1, 2, 4 if changed else 3), TurnMetrics(), "length")
+
+    monkeypatch.setattr(backend.engine.vllm, "VllmEngine", Engine)
+    monkeypatch.setattr(by_load, "measure_by_load", functools.partial(measure_by_load, clock=clock))
+    return started
+
+
+@pytest.mark.parametrize(
+    ("differs", "exact_fails", "steps", "engines"),
+    [
+        ("fast", False, ((4, 3),), ["fast", "exact"]),
+        ("always", False, ((1, 3), (4, 1)), ["fast", "exact"]),
+        ("fast", True, ((1, 3), (4, 1)), ["fast", "exact"]),
+    ],
+    ids=["kernel-only: kept", "real difference: cut", "re-check failed: as measured"],
+)
+async def test_drafts_by_load_rechecks_a_difference_under_batch_invariant_kernels(
+    tiny_source: ModelSource,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    differs: str,
+    exact_fails: bool,
+    steps: tuple[tuple[int, int], ...],
+    engines: list[str],
+) -> None:
+    started = _load_engines(monkeypatch, differs, exact_fails)
+    renderer = PromptRenderer.for_model(str(tiny_source.path))
+    config = EngineConfig(EngineProfile("optimized", "by load"))
+    exact = exact_config(config, EngineSettings())
+    said: list[str] = []
+    choice = SpeculationChoice("mtp", 3, 1.4, 1.3, 1.5, ())
+    chosen = await by_load.with_drafts_by_load(
+        tiny_source, config, choice, (1, 4), renderer, tmp_path / "log", said.append, rounds=1, exact=exact
+    )
+    assert chosen.by_load == steps and started == engines
+    assert any(line.startswith("drafts by load: parity in exact mode at 4 at once") for line in said)
+    four = chosen.load_figures[1]
+    if steps == ((4, 3),):
+        assert "(tokens differ in fast mode only)" in four
+    else:
+        assert "3: " in four and four.endswith("(tokens differ)"), four
+    if exact_fails:
+        assert any("parity in exact mode failed, the fast mode's tokens decide" in line for line in said)
+
+
+async def test_without_an_exact_config_drafts_by_load_compares_as_measured(
+    tiny_source: ModelSource, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started = _load_engines(monkeypatch, "fast")
+    renderer = PromptRenderer.for_model(str(tiny_source.path))
+    config = EngineConfig(EngineProfile("optimized", "by load"))
+    choice = SpeculationChoice("mtp", 3, 1.4, 1.3, 1.5, ())
+    chosen = await by_load.with_drafts_by_load(
+        tiny_source, config, choice, (1, 4), renderer, tmp_path / "log", lambda _: None, rounds=1
+    )
+    assert chosen.by_load == ((1, 3), (4, 1)) and started == ["fast"], "a CPU, or exact mode already"

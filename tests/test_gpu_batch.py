@@ -17,10 +17,11 @@ from backend.engine.gpu_batch import (
     FULL_DRAFTS_UP_TO,
     MOST_SEQS,
     ONE_DRAFT_UP_TO,
+    PAGE_MARGIN,
     TYPICAL_TOKENS,
     draft_schedule,
 )
-from backend.engine.gpu_window import PAGE_MARGIN, kv_room
+from backend.engine.gpu_window import kv_room
 from backend.engine.model_source import resolve
 from backend.engine.placement import plan_for
 from backend.engine.profiles import EngineProfile, engine_config

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from backend.config.settings import EngineSettings
-from backend.engine.footprint import GIB, kv_bytes_per_request
+from backend.engine.footprint import GIB
 from backend.engine.gpu import GpuRefused, described_gpu
-from backend.engine.gpu_window import FLOOR, PAGE_MARGIN, STEP
+from backend.engine.gpu_window import FLOOR, STEP, WINDOW_MARGIN, in_flight_tokens, kv_layers, vllm_kv_bytes
 from backend.engine.model_source import resolve
 from backend.engine.placement import plan_for
 from backend.engine.profiles import EngineProfile, engine_config
@@ -68,9 +68,12 @@ def test_a_16_gib_card_gives_the_most_that_fits_the_same_for_both_paths(e2b: Pat
     assert FLOOR < tokens < 131072 and tokens % STEP == 0
     assert "the most that fits" in optimized.reason and "optimized path's share 0.85" in optimized.reason
     room = float(optimized.reason.split("leaves ")[1].split(" GiB")[0]) * GIB
-    per_request = kv_bytes_per_request(e2b, tokens).bytes
-    assert PAGE_MARGIN * per_request <= room + 0.05 * GIB
-    assert PAGE_MARGIN * kv_bytes_per_request(e2b, tokens + 2 * STEP).bytes > room - 0.05 * GIB
+    layers, in_flight = kv_layers(e2b, "auto"), in_flight_tokens("optimized")
+    assert WINDOW_MARGIN * vllm_kv_bytes(layers, tokens, in_flight) <= room + 0.05 * GIB
+    assert WINDOW_MARGIN * vllm_kv_bytes(layers, tokens + 2 * STEP, in_flight) > room - 0.05 * GIB
+    assert tokens == 130048 and "vLLM counts 0.94 GiB for a request of 130048 tokens (16384 in flight)" in (
+        optimized.reason
+    )
 
 
 def test_the_setting_still_wins(e2b: Path) -> None:
@@ -82,7 +85,9 @@ def test_profiles_prints_the_window_with_its_arithmetic(e2b: Path, tmp_path: Pat
     out = _profiles(e2b, tmp_path, "--gpu-memory", "80", "--gpu-capability", "9.0")
     assert out.count("max_model_len = 131072") == 3, "baseline, optimized, eager"
     assert "context window from the card, the model's maximum (131072): the " in out
-    assert "GiB for KV; 3 requests of 131072 tokens need 2.27 GiB" in out
+    assert (
+        "vLLM counts 0.80 GiB for a request of 131072 tokens (4096 in flight), 1.5× that is 1.20 GiB" in out
+    )
 
 
 def test_a_12_gb_card_is_offered_a_tight_run_and_takes_it_when_asked(e2b: Path) -> None:

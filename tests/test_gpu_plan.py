@@ -253,3 +253,27 @@ def test_a_card_partly_used_by_other_programs_starts_both_paths(e2b: Path, gib: 
     assert _starts_pass_vllms_check(plan, card.free_bytes) == ["baseline", "optimized"], plan.lines()
     for name, footprint in plan.footprints.items():
         assert plan.shares[name] * card.total_bytes >= footprint.total, "each engine still fits its need"
+
+
+def test_exact_mode_applies_no_measured_attention(e2b: Path, gemma_home: Path) -> None:
+    """A choice stored with an attention backend (fast mode's) is not applied in exact mode: both
+    paths keep Triton's batch-invariant kernels, which compare's line promises."""
+    import json
+
+    from backend.engine.speculation.choice import ProbeRun, SpeculationChoice, choice_key
+    from backend.engine.speculation.kept import forget_choice, store_choice
+
+    source = resolve(str(e2b))
+    sliding = {"backend_per_kind": {"sliding_window": "FLASH_ATTN"}}
+    for exact, expected in ((False, {**sliding}), (True, {"backend": "TRITON_ATTN"})):
+        settings = EngineSettings(exact=exact)
+        plan = plan_for(source, settings, described_gpu(24, (8, 6)))
+        choice = SpeculationChoice(
+            "mtp", 2, 1.6, 1.4, 1.8, (ProbeRun("none", 0, (100.0,)),), json.dumps(sliding), 1.1
+        )
+        store_choice(key := choice_key(source, settings, True), choice)
+        try:
+            config = engine_config(EngineProfile.optimized(), source, settings, 1, plan)
+        finally:
+            forget_choice(key)  # the folder is the module's: other tests start from nothing kept
+        assert config.args["attention_config"].value == expected, exact

@@ -122,7 +122,6 @@ def test_no_module_is_over_400_lines_and_each_says_what_it_holds() -> None:
 ROOMS = (
     "backend.errors",  # the error types everything raises
     "backend.config",  # settings, the folders and the files gemma-chat reads and keeps
-    "backend.errors.failures",  # internal errors, recorded in the log folder
     "backend.assets",
     "backend.terminal_text",
     "backend.provenance",

@@ -1,12 +1,14 @@
 """``profiles --measure`` survives a candidate that fails (issue 43, item 5): the failure is said and
 skipped, the others are measured and chosen from, and the speculation result is kept before the
 attention candidates run. On a GPU in fast mode a candidate whose tokens differ is checked again in
-exact mode, and kept eligible where batch-invariant kernels remove the difference (item 1). The
-candidates' engines are stand-ins (the real engine's probe is tested in ``test_speculation.py``); the
-candidates, the rule and the stored file are the app's own."""
+exact mode, and kept eligible where batch-invariant kernels remove the difference (item 1); the
+attention stage and drafts by load are re-checked the same way, and exact mode measures no other
+attention (issue 57, item 5). The candidates' engines are stand-ins (the real engine's probe is
+tested in ``test_speculation.py``); the candidates, the rule and the stored file are the app's own."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -32,11 +34,15 @@ class StandIn:
 def _stand_ins(
     monkeypatch: pytest.MonkeyPatch,
     failing: set[tuple[str, int, str]],
-    differing: dict[tuple[str, int], str] | None = None,
+    differing: dict[tuple[str, int], str] | dict[tuple[str, int, str], str] | None = None,
+    loaded: list[Any] | None = None,
 ) -> list[str]:
     """Engines that start and answer with ``RATES`` unless (method, drafts, attention) is failing;
-    ``differing`` gives candidates other tokens: in ``"fast"`` mode only, or ``"always"``."""
+    ``differing`` gives candidates other tokens — keyed (method, drafts) without attention, or
+    (method, drafts, attention JSON) — in ``"fast"`` mode only, or ``"always"``. ``loaded``
+    collects the exact config drafts by load was given (None where it was to compare as measured)."""
     started: list[str] = []
+    table: dict[Any, str] = dict(differing or {})
 
     async def start(candidate: Any, log_dir: Path, warm_up: Any) -> StandIn:
         started.append(candidate.label)
@@ -47,7 +53,8 @@ def _stand_ins(
 
     async def decode(candidate: Any, engine: Any, request: Any, round_: int) -> None:
         exact = "VLLM_BATCH_INVARIANT" in candidate.config.env
-        how = (differing or {}).get((candidate.method, candidate.drafts))
+        key = (candidate.method, candidate.drafts)
+        how = table.get((*key, candidate.attention)) or (None if candidate.attention else table.get(key))
         differs = how == "always" or (how == "fast" and not exact)
         candidate.outputs[request.request_id] = (1, 2, 4) if differs else (1, 2, 3)
         faster = 1.2 if candidate.attention else 1.0
@@ -63,8 +70,10 @@ def _stand_ins(
 
     monkeypatch.setattr(probe, "settle", no_pause)  # stand-ins load no core
 
-    async def by_load(source: Any, config: Any, choice: Any, levels: Any, *rest: Any) -> Any:
+    async def by_load(source: Any, config: Any, choice: Any, levels: Any, *rest: Any, exact: Any) -> Any:
         started.append(f"by load {choice.method}@{choice.drafts} {list(levels)}")
+        if loaded is not None:
+            loaded.append(exact)
         if ("by load", 0, "") in failing:
             raise EngineStartFailed("The by-load engine did not start.", "See its log.")
         return replace(choice, by_load=((4, choice.drafts),))
@@ -157,3 +166,72 @@ async def test_on_a_gpu_a_difference_that_batch_invariance_removes_keeps_a_candi
     again = _stand_ins(monkeypatch, set(), {("mtp", 2): "fast"})
     cpu = await probe.measure_speculation(source, SETTINGS, gemma_home, said.append, **kwargs)
     assert (cpu.method, cpu.drafts) == ("mtp", 3) and again.count("none") == 1, "off a GPU: no recheck"
+
+
+FLASH = {"backend_per_kind": {"sliding_window": "FLASH_ATTN"}}
+FLEX = {"backend_per_kind": {"full_attention": "FLEX_ATTENTION"}}
+
+
+def _on_a_gpu(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The probe sees a GPU (its configs the CPU's: no memory plan); returns every config started."""
+    monkeypatch.setattr(probe, "on_gpu", lambda: True)
+    monkeypatch.setattr(probe, "plan_for", lambda source, settings: None)
+    configs: list[Any] = []
+    start = probe._start
+
+    async def recording(candidate: Any, log_dir: Path, warm_up: Any) -> Any:
+        configs.append(candidate.config)
+        return await start(candidate, log_dir, warm_up)
+
+    monkeypatch.setattr(probe, "_start", recording)
+    return configs
+
+
+async def test_on_a_gpu_the_attention_stage_rechecks_a_difference_in_exact_mode(
+    source: ModelSource, gemma_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FlexAttention's tokens differ always, FlashAttention's in fast mode only: both 1.2x as fast,
+    Flex first (it would win a tie), so only the re-check can make FlashAttention the choice."""
+    flash, flex = json.dumps(FLASH, sort_keys=True), json.dumps(FLEX, sort_keys=True)
+    loaded: list[Any] = []
+    differing = {("mtp", 2, flex): "always", ("mtp", 2, flash): "fast", ("mtp", 1): "fast"}
+    started = _stand_ins(monkeypatch, set(), differing, loaded)
+    configs = _on_a_gpu(monkeypatch)
+    said: list[str] = []
+    kwargs: dict[str, Any] = {"drafts": (1, 2), "prompts": 3, "rounds": 1, "attention": [FLEX, FLASH]}
+    choice = await probe.measure_speculation(source, SETTINGS, gemma_home, said.append, **kwargs)
+    assert (choice.method, choice.drafts, choice.attention) == ("mtp", 2, flash)
+    assert started.count("none") == 2, "no speculation ran in exact mode once, for both stages"
+    again = "parity in exact mode: mtp@2 + attention, mtp@2 + attention, again (no speculation ran"
+    assert any(line.startswith(again) for line in said), said
+    runs = {run.label(): run for run in choice.runs}
+    assert runs["mtp@2 + sliding_window on FLASH_ATTN"].kernel_only == (0, 1, 2)
+    assert not runs["mtp@2 + sliding_window on FLASH_ATTN"].diverged
+    assert runs["mtp@2 + full_attention on FLEX_ATTENTION"].diverged == (0, 1, 2), "a real difference"
+    rechecked = [c.args["attention_config"].value for c in configs if "VLLM_BATCH_INVARIANT" in c.env]
+    assert {"backend": "TRITON_ATTN", **FLASH} in rechecked, "the candidate's own backend, batch-invariant"
+    assert {"backend": "TRITON_ATTN"} in rechecked, "the reference: Triton on every layer"
+    (exact,) = loaded
+    assert exact.env["VLLM_BATCH_INVARIANT"].value == 1, "drafts by load re-checks under the same kernels"
+    assert exact.args["attention_config"].value == {"backend": "TRITON_ATTN", **FLASH}
+
+
+async def test_exact_mode_measures_no_other_attention_and_rechecks_nothing(
+    source: ModelSource, gemma_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both paths run Triton's batch-invariant kernels in exact mode (compare's line says so): a
+    backend measured for the optimized path alone would break that, so none is measured."""
+    import backend.engine.profiles
+
+    loaded: list[Any] = []
+    started = _stand_ins(monkeypatch, set(), {("mtp", 2): "always"}, loaded)
+    _on_a_gpu(monkeypatch)
+    monkeypatch.setattr(backend.engine.profiles, "on_gpu", lambda: True)
+    said: list[str] = []
+    exact = SETTINGS.model_copy(update={"exact": True})
+    kwargs: dict[str, Any] = {"drafts": (1, 2), "prompts": 3, "rounds": 1, "attention": [FLASH]}
+    choice = await probe.measure_speculation(source, exact, gemma_home, said.append, **kwargs)
+    assert (choice.method, choice.drafts, choice.attention) == ("mtp", 1, "")
+    assert not any("attention" in label for label in started), started
+    assert any(line.startswith("attention: none measured in exact mode") for line in said), said
+    assert started.count("none") == 1 and loaded == [None], "exact already: tokens decide as measured"

@@ -25,7 +25,7 @@ from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
-from backend.errors.failures import record_failure
+from app.failure_log import record_failure
 from backend.terminal_text import terminal_safe
 
 

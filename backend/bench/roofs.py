@@ -9,12 +9,19 @@ weight read, so its bound is B times that). Attention over the KV cache is extra
 Threads: vLLM's CPU build runs the model on all cores but one by default (on a 2-vCPU machine,
 one thread), so callers pass the thread count the engine will really use. Measurements change
 ``torch.set_num_threads`` only for their duration.
+
+On a GPU the roofs are measured in a child process (``measure_roofs_apart``) that has exited before
+any engine starts: measuring opens a CUDA context and fills PyTorch's caching allocator, memory
+that would stay on the card for the app's lifetime and that the memory plan gave the engines. The
+app's own process opens no CUDA context (it reads the card through NVML).
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -30,6 +37,8 @@ __all__ = [
     "measure_matmul_flops",
     "measure_memory_bandwidth",
     "measure_roofs",
+    "measure_roofs_apart",
+    "measure_roofs_here",
     "model_costs",
 ]
 
@@ -105,7 +114,30 @@ def measure_memory_bandwidth(
 def measure_roofs(
     dtype: str = "bfloat16", threads: int | None = None, device: str = "cpu", seconds: float = 1.5
 ) -> Roofs:
-    """Both ceilings with the same thread count (None: torch's current count).
+    """Both ceilings with the same thread count (None: torch's current count): on a CPU in this
+    process, on a GPU in a child process that exits before this returns (``measure_roofs_apart``)."""
+    if device == "cpu":
+        return measure_roofs_here(dtype, threads, device, seconds)
+    return measure_roofs_apart(dtype, threads, device, seconds)
+
+
+def measure_roofs_apart(dtype: str, threads: int | None, device: str, seconds: float) -> Roofs:
+    """``measure_roofs_here`` in a fresh child process (spawned: a forked one would inherit this
+    process's state), waited for until it has exited — so its CUDA context and cached blocks are
+    gone from the card before the engines start and the plan reads the free memory."""
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(_measured_in_child, dtype, threads, device, seconds).result()
+
+
+def _measured_in_child(dtype: str, threads: int | None, device: str, seconds: float) -> Roofs:
+    """The child's entry point (pickled by name: the child imports this module afresh)."""
+    return measure_roofs_here(dtype, threads, device, seconds)
+
+
+def measure_roofs_here(
+    dtype: str = "bfloat16", threads: int | None = None, device: str = "cpu", seconds: float = 1.5
+) -> Roofs:
+    """Both ceilings, measured in this process (on a GPU: opens a CUDA context here).
 
     On a CPU the compute roof is the faster of the model dtype's matmul and float32's: a CPU
     without native bfloat16 multiplies bfloat16 in float32, so what its float32 units do is

@@ -1,7 +1,8 @@
 """``gemma-chat bench``: both engine paths (and transformers' ``generate``) on the same workloads,
 interleaved and repeated, with the parity verdict beside every speed-up.
 
-Order: measure the machine's roofs; start every path's engine and warm each up (not measured);
+Order: measure the machine's roofs (on a GPU in a child process, gone before any engine starts:
+``backend.bench.roofs``); start every path's engine and warm each up (not measured);
 then ``repetitions`` times, each workload on each path back to back, the order alternating
 (A B, B A, A B, …) so that drift on the machine falls on both paths alike, each run from an empty
 prefix cache, and each only once the engine that ran before it has stopped looking at its ring

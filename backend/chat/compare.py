@@ -109,14 +109,16 @@ def _without_graph_key(args: dict[str, Any]) -> dict[str, Any]:
 
 def kernel_mode(baseline: EngineInfo, optimized: EngineInfo) -> str:
     """On a GPU, whether both paths ran vLLM's batch-invariant kernels (``exact``): only then can a
-    verifying step's sums match a plain step's, so bfloat16 tokens are promised equal."""
+    verifying step's sums match a plain step's. Nearly always, not always: vLLM 0.32's Triton 2D
+    kernel rounds one query position in 64 past 512 tokens differently on the sliding layers, and on
+    a B200 a step with several queries takes wider tiles (docs/gpu.md, "Exact tokens")."""
     if not all("gpu_memory_utilization" in info.engine_args for info in (baseline, optimized)):
         return ""
     if all(info.environment.get("VLLM_BATCH_INVARIANT") == "1" for info in (baseline, optimized)):
         return "exact mode (batch-invariant kernels on both paths)"
     return (
         "fast mode (a verifying step runs other kernels than a plain one, so bfloat16 tokens may differ "
-        "on a GPU; exact = true in [engine] makes them identical, slower)"
+        "on a GPU; exact = true in [engine] makes them match but for vLLM's known kernel limits, slower)"
     )
 
 

@@ -5,10 +5,9 @@ Stock vLLM's engine context (the baseline) batches at most 128 requests a step
 optimized path sizes both from its share of the card (``MemoryPlan``):
 
 * ``max_num_seqs``: how many requests of ``TYPICAL_TOKENS`` (a chat turn with its history) fit in
-  the KV room the plan leaves the path — ``PAGE_MARGIN`` times the config's count each, as the
-  context window (``gpu_window``) — between ``FEWEST_SEQS`` and ``MOST_SEQS``. A card that holds
-  more requests at once decodes more tokens per weight read; vLLM preempts past the cache anyway,
-  so this is a ceiling, not a promise.
+  the KV room the plan leaves the path — ``PAGE_MARGIN`` times the config's count each — between
+  ``FEWEST_SEQS`` and ``MOST_SEQS``. A card that holds more requests at once decodes more tokens
+  per weight read; vLLM preempts past the cache anyway, so this is a ceiling, not a promise.
 * ``max_num_batched_tokens``: ``BATCHED_TOKENS``, so a burst of new requests prefills in fewer
   steps beside the decoding ones.
 
@@ -28,7 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backend.engine.footprint import kv_bytes_per_request
-from backend.engine.gpu_window import PAGE_MARGIN, kv_room
+from backend.engine.gpu_window import BATCHED_TOKENS as BATCHED_TOKENS  # its own setting, kept by the window
+from backend.engine.gpu_window import kv_room
 from backend.engine.memory_plan import MemoryPlan
 from backend.engine.speculation.choice import SpeculationChoice
 from backend.engine.speculation.load_rule import describe_steps, vllm_schedule
@@ -36,9 +36,12 @@ from backend.engine.speculation.load_rule import describe_steps, vllm_schedule
 TYPICAL_TOKENS = 2048
 MOST_SEQS = 256
 FEWEST_SEQS = 8
-BATCHED_TOKENS = 8192
 FULL_DRAFTS_UP_TO = 16
 ONE_DRAFT_UP_TO = 64
+PAGE_MARGIN = 3
+"""Times the config's count a request of ``TYPICAL_TOKENS`` is charged: vLLM's admission counts a
+sliding layer's window plus every token in flight (2x the config's count for E2B at 2,048 tokens,
+``gpu_window.vllm_kv_bytes``), and a decoding request holds less; an estimate."""
 STOCK_SEQS = 128
 """vLLM's own ``max_num_seqs`` for an engine started in a process (the baseline keeps it)."""
 

@@ -287,7 +287,8 @@ def engine_config(
     measured: SpeculationChoice | None = None
     if profile == EngineProfile.optimized():
         speculative, notes, measured, drafts = _optimized_speculation(source, settings, gpu)
-        if gpu and measured is not None and (attention := measured.attention_config()):
+        # exact mode keeps both paths on Triton's batch-invariant kernels (compare's line says so)
+        if gpu and not settings.exact and measured is not None and (attention := measured.attention_config()):
             base = dict(exact.value) if exact is not None else {}
             args["attention_config"] = Argument(
                 {**base, **attention},

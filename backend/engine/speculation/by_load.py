@@ -12,22 +12,25 @@ for ``rounds`` rounds; a count's figure at a level is the median of its aggregat
 The rule and the schedule it makes are ``load_rule``'s. The optimized path applies the schedule
 (vLLM's ``num_speculative_tokens_per_batch_size``) in place of the estimated thresholds. Tokens
 cannot move with it: drafts only decide how many tokens a step may accept, and a count that changed
-a token at some level is not chosen there.
+a token at some level is not chosen there. On a GPU in fast mode a step with drafts runs other
+kernels than one without, so a difference there is re-checked under batch-invariant kernels
+(``recheck_by_load``, as the probe's other stages do) before it cuts the count.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from backend.engine.platform import on_gpu
 from backend.engine.prompt_sets import parity_prompts
 from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
 from backend.engine.speculation.load_rule import LoadLevel, Steps, choose_by_load, describe_steps
 from backend.engine.speculation.replies import final_reply
+from backend.errors import problem_of
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -43,6 +46,7 @@ LEVELS_GPU = (1, 4, 16, 64, 256)
 LEVELS_CPU = (1, 2, 4, 8)
 TOKENS = 48
 ROUNDS = 3
+T = TypeVar("T")
 
 
 class LoadEngine(Protocol):
@@ -119,25 +123,82 @@ async def with_drafts_by_load(
     *,
     rounds: int = ROUNDS,
     tokens: int = TOKENS,
+    exact: EngineConfig | None = None,
 ) -> SpeculationChoice:
     """``choice`` with its drafts by load measured on an engine of ``config`` (the chosen
-    candidate's: its drafts, attention and a changeable schedule), which is shut down after."""
-    from backend.engine.vllm import VllmEngine
-
+    candidate's: its drafts, attention and a changeable schedule), which is shut down after.
+    ``exact``: the same under batch-invariant kernels (the probe's ``exact_config``; a GPU in fast
+    mode), for ``recheck_by_load``; None: tokens decide as measured (a CPU, or exact mode already)."""
     at_once = ", ".join(map(str, levels))
     say(f"drafts by load: {at_once} requests at once, {choice.drafts}, 1 and 0 drafts each")
+
+    async def measure(engine: LoadEngine) -> list[LoadLevel]:
+        return await measure_by_load(
+            engine, choice.drafts, levels, renderer, say, rounds=rounds, tokens=tokens
+        )
+
+    measured = await _on_engine(source, config, renderer, log_path, measure)
+    if exact is not None:
+        await recheck_by_load(source, exact, measured, choice.drafts, renderer, log_path, say, tokens=tokens)
+    steps = choose_by_load(measured)
+    say(f"drafts by load: {describe_steps(steps)}")
+    return replace(choice, by_load=steps, load_figures=tuple(level.describe() for level in measured))
+
+
+async def recheck_by_load(
+    source: ModelSource,
+    exact: EngineConfig,
+    measured: Sequence[LoadLevel],
+    drafts: int,
+    renderer: PromptRenderer,
+    log_path: Path,
+    say: Callable[[str], None],
+    *,
+    tokens: int = TOKENS,
+) -> None:
+    """The levels where a count's tokens differed from no drafts' run again, one round, on an engine
+    of ``exact`` (vLLM's batch-invariant kernels): a count whose tokens agree there differed through
+    the kernels alone and is marked ``kernel_only`` (still chosen); one that still differs is not.
+    A failure there is said, and the fast mode's tokens decide (the figures stay)."""
+    differing = [level for level in measured if any(level.differs(d) for d in level.rates if d)]
+    if not differing:
+        return
+    again_levels = [level.requests for level in differing]
+    say(f"drafts by load: parity in exact mode at {', '.join(map(str, again_levels))} at once, again")
+
+    async def measure(engine: LoadEngine) -> list[LoadLevel]:
+        return await measure_by_load(engine, drafts, again_levels, renderer, say, rounds=1, tokens=tokens)
+
+    try:
+        reruns = await _on_engine(source, exact, renderer, log_path, measure)
+    except Exception as error:  # any engine failure: the fast mode's verdict stands
+        failed = problem_of(error)
+        say(f"drafts by load: parity in exact mode failed, the fast mode's tokens decide — {failed}")
+        return
+    again = {rerun.requests: rerun for rerun in reruns}
+    for level in differing:
+        rerun = again[level.requests]
+        level.kernel_only |= {d for d in level.rates if d and level.differs(d) and not rerun.differs(d)}
+
+
+async def _on_engine(
+    source: ModelSource,
+    config: EngineConfig,
+    renderer: PromptRenderer,
+    log_path: Path,
+    work: Callable[[LoadEngine], Awaitable[T]],
+) -> T:
+    """``work`` on a started, warmed-up engine of ``config``, shut down after (on a GPU it holds
+    the optimized path's share: one at a time)."""
+    from backend.engine.vllm import VllmEngine
+
     engine = VllmEngine(source, config, log_path=log_path)
     try:
         await engine.start()
         await _finished(engine, load_requests(renderer, 1, "load-warm-", 8)[0])
-        measured = await measure_by_load(
-            engine, choice.drafts, levels, renderer, say, rounds=rounds, tokens=tokens
-        )
+        return await work(engine)
     finally:
         await engine.shutdown()
-    steps = choose_by_load(measured)
-    say(f"drafts by load: {describe_steps(steps)}")
-    return replace(choice, by_load=steps, load_figures=tuple(level.describe() for level in measured))
 
 
 async def _finished(engine: LoadEngine, request: EngineRequest) -> Finished:

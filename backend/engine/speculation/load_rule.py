@@ -1,9 +1,10 @@
 """The rule for drafts by load, on measured figures: which count of drafts each concurrency level
 keeps, and the schedule that makes (``by_load`` measures; the optimized path applies it).
 
-Level by level from the lowest: the count whose greedy tokens are no drafts' at that level, where a
-count with more drafts must beat the one with fewer in every round and by ``MORE_DRAFTS_GAIN`` on
-the median of the rounds' ratios (one noisy round does not decide); drafts never rise with load.
+Level by level from the lowest: the count whose greedy tokens are no drafts' at that level (or
+differed only in fast mode: ``kernel_only``), where a count with more drafts must beat the one with
+fewer in every round and by ``MORE_DRAFTS_GAIN`` on the median of the rounds' ratios (one noisy
+round does not decide); drafts never rise with load.
 The schedule is steps ``(up_to, drafts)``: ``drafts`` a step up to ``up_to`` running requests (the
 highest level that chose it), none above the last.
 """
@@ -29,12 +30,21 @@ class LoadLevel:
     rates: dict[int, list[float]] = field(default_factory=dict)
     tokens: dict[int, list[tuple[int, ...]]] = field(default_factory=dict)
     """Each count's greedy tokens of the level's requests (first round)."""
+    kernel_only: set[int] = field(default_factory=set)
+    """On a GPU in fast mode: counts whose tokens differed from no drafts' but agreed when both ran
+    vLLM's batch-invariant kernels (``by_load``'s re-check) — the kernels' difference, not the
+    drafts': still chosen."""
 
     def rate(self, drafts: int) -> float:
         return statistics.median(self.rates[drafts]) if self.rates.get(drafts) else 0.0
 
-    def diverged(self, drafts: int) -> bool:
+    def differs(self, drafts: int) -> bool:
+        """Its tokens are not no drafts', bit for bit, as measured (fast mode's kernels on a GPU)."""
         return self.tokens.get(drafts) != self.tokens.get(0)
+
+    def diverged(self, drafts: int) -> bool:
+        """Its tokens differ, and not only through the kernels: not chosen at this level."""
+        return self.differs(drafts) and drafts not in self.kernel_only
 
     def beats(self, more: int, fewer: int) -> bool:
         """``more`` drafts beat ``fewer``: round by round (the counts ran back to back in each) the
@@ -54,11 +64,13 @@ class LoadLevel:
         return chosen
 
     def describe(self) -> str:
-        figures = ", ".join(
-            f"{d}: {self.rate(d):.0f}" + (" (tokens differ)" if d and self.diverged(d) else "")
-            for d in sorted(self.rates)
-        )
+        figures = ", ".join(f"{d}: {self.rate(d):.0f}{self._parity(d)}" for d in sorted(self.rates))
         return f"{self.requests} at once — tok/s by drafts {figures}"
+
+    def _parity(self, drafts: int) -> str:
+        if not drafts or not self.differs(drafts):
+            return ""
+        return " (tokens differ in fast mode only)" if drafts in self.kernel_only else " (tokens differ)"
 
 
 def choose_by_load(levels: Sequence[LoadLevel]) -> Steps:

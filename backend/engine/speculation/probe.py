@@ -4,9 +4,13 @@ rate on a candidate is the median of its rounds: one slow moment of the machine 
 then choose.
 
 Each candidate's greedy tokens (first round) are compared with no speculation's: a candidate that
-changes any is reported and never chosen. Where vLLM runs Gemma 4 on Triton (GPUs without
-FlashAttention 4), a second stage measures FlashAttention for the sliding layers with the chosen
-speculation, against the same on vLLM's own attention, under the same rule.
+changes any is reported and never chosen. On a GPU in fast mode that comparison is bitwise over
+batch-variant kernels, so each stage that decides on tokens — speculation, attention, drafts by
+load — re-checks a difference under batch-invariant kernels (``_recheck_in_exact_mode``,
+``exact_config``) before cutting for it. Where vLLM runs Gemma 4 on Triton (GPUs without
+FlashAttention 4), a second stage measures the other attention backends with the chosen
+speculation, against the same on vLLM's own attention, under the same rule; in exact mode it does
+not run (``attention_to_try``).
 
 Every probe engine runs with vLLM's per-iteration records on, so each candidate's decode steps
 (drafted or not), the tokens they yielded and their duration are read from the engine rather
@@ -18,38 +22,40 @@ from __future__ import annotations
 
 import asyncio
 import json
-import statistics
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
 
 from backend.config.settings import EngineSettings
+from backend.engine.argument import Argument
 from backend.engine.gpu import detect_gpu
-from backend.engine.gpu_args import exact_attention, gpu_env
 from backend.engine.gpu_attention import ModelAttention, attention_candidates
 from backend.engine.model_source import ModelSource
 from backend.engine.placement import plan_for
 from backend.engine.platform import on_gpu, process_tree_rss, room_for_another
-from backend.engine.profiles import Argument, EngineConfig, EngineProfile, engine_config
+from backend.engine.profiles import engine_config
 from backend.engine.prompt_sets import parity_prompts
 from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
 from backend.engine.quiet import settle
 from backend.engine.speculation.by_load import default_levels, with_drafts_by_load
+from backend.engine.speculation.candidates import (
+    _Candidate,
+    exact_config,
+    in_exact_mode,
+    probe_profiles,
+)
 from backend.engine.speculation.choice import (
     PROBE_DRAFTS,
-    ProbeRun,
     SpeculationChoice,
     add_histogram,
     attention_label,
-    candidate_label,
     choice_key,
     choose,
     choose_attention,
 )
 from backend.engine.speculation.kept import store_choice
 from backend.engine.speculation.replies import final_reply
-from backend.engine.stats import StepRecord
 from backend.engine.vllm import VllmEngine
 from backend.errors import GemmaChatError, problem_of
 from backend.gemma4.messages import PromptRenderer
@@ -65,67 +71,6 @@ RECORDS_SETTLE_S = 0.1
 T = TypeVar("T")
 PROBE_KV_CACHE_GIB = 1
 """The probe's requests are short: a small KV cache lets every candidate's engine stay up at once."""
-
-
-def probe_profiles(
-    source: ModelSource, drafts: Sequence[int] = range(1, PROBE_DRAFTS + 1)
-) -> list[EngineProfile]:
-    """No speculation, the MTP drafter (when the model has one) with each count in ``drafts``, and
-    ngram with ``PROBE_DRAFTS``. All are the optimized path but for speculation (its CPU linear
-    kernel included), so each is measured as that path would really run."""
-    profiles = [EngineProfile("optimized", "probe: none")]
-    if source.drafter is not None:
-        profiles += [EngineProfile("optimized", "probe: MTP", "mtp", k) for k in drafts]
-    profiles.append(EngineProfile("optimized", "probe: ngram", "ngram", PROBE_DRAFTS))
-    return profiles
-
-
-@dataclass
-class _Candidate:
-    method: str
-    drafts: int
-    source: ModelSource
-    config: EngineConfig
-    engine: VllmEngine | None = None
-    attention: str = ""
-    """Its ``attention_config`` as JSON ("": vLLM's own choice)."""
-    outputs: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    """Each prompt's greedy tokens in the first round (keyed by its request id)."""
-    rates: dict[str, list[float]] = field(default_factory=dict)
-    """Decode rates per prompt (keyed by its request id), one a round."""
-    histogram: list[int] = field(default_factory=list)
-    steps: list[StepRecord] = field(default_factory=list)
-    tokens: int = 0
-    """Tokens the decode steps yielded: every generated token but the first (prefill's)."""
-    failed: str = ""
-    """Why its engine could not start or answer ("": measured); a failed candidate is skipped."""
-    exact_agrees: bool = False
-    """Its tokens differed from the reference's in fast mode but agreed in exact mode (GPU)."""
-
-    @property
-    def label(self) -> str:
-        return candidate_label(self.method, self.drafts) + (" + attention" if self.attention else "")
-
-    def run(self, reference: _Candidate) -> ProbeRun:
-        """Its figures; ``reference``'s tokens (no speculation, vLLM's attention) are parity's."""
-        decode = [s for s in self.steps if s.is_decode]
-        step_ms = statistics.median(s.elapsed_ms for s in decode) if decode else None
-        diverged = tuple(
-            i for i, rid in enumerate(reference.outputs) if self.outputs.get(rid) != reference.outputs[rid]
-        )
-        kernel_only, diverged = (diverged, ()) if self.exact_agrees else ((), diverged)
-        return ProbeRun(
-            self.method,
-            self.drafts,
-            tuple(statistics.median(rounds) for rounds in self.rates.values()),
-            tuple(self.histogram),
-            len(decode),
-            self.tokens,
-            step_ms,
-            self.attention,
-            diverged,
-            kernel_only,
-        )
 
 
 def _candidates(source: ModelSource, settings: EngineSettings, drafts: Sequence[int]) -> list[_Candidate]:
@@ -182,19 +127,25 @@ async def measure_speculation(
             f"The speculation probe could not measure the engine without speculation: {reference.failed}",
             f"See {log_dir / PROBE_LOG}.",
         )
-    if on_gpu() and not settings.exact:
-        await _recheck_in_exact_mode(candidates, requests, settings, log_dir, say)
+    recheck = on_gpu() and not settings.exact
+    exact_reference = None
+    if recheck:
+        exact_reference = await _recheckin_exact_mode(
+            reference, candidates[1:], requests, settings, log_dir, say
+        )
     runs = [c.run(reference) for c in candidates if not c.failed]
     choice = choose(runs[0], runs[1:])
     key = choice_key(source, settings, on_gpu())
     if store:  # kept now: a failure among the attention candidates below loses nothing
         store_choice(key, choice)
-    others = list(probe_attention(source, settings, say) if attention is None else attention)
+    others = attention_to_try(source, settings, attention, say)
     base = next(c for c in candidates if (c.method, c.drafts) == (choice.method, choice.drafts))
     if others:
         tried = [_with_attention(base, config) for config in others]
         say(f"attention: {len(tried)} candidate(s) with {base.label}, against vLLM's own")
         await _measure(tried, requests, rounds, log_dir, say)
+        if recheck:
+            await _recheckin_exact_mode(reference, tried, requests, settings, log_dir, say, exact_reference)
         measured = [c.run(reference) for c in tried if not c.failed]
         if measured:
             choice = choose_attention(choice, base.run(reference), measured)
@@ -204,8 +155,11 @@ async def measure_speculation(
     if choice.method != "none" and levels:
         loaded = _with_attention(base, json.loads(choice.attention)) if choice.attention else base
         log = log_dir / PROBE_LOG
+        exact = exact_config(loaded.config, settings) if recheck else None
         try:
-            choice = await with_drafts_by_load(source, loaded.config, choice, levels, renderer, log, say)
+            choice = await with_drafts_by_load(
+                source, loaded.config, choice, levels, renderer, log, say, exact=exact
+            )
         except Exception as error:  # the choice for one request stands; the estimates stay
             say(f"drafts by load: failed, the estimated thresholds stay — {problem_of(error)}")
         else:
@@ -214,49 +168,65 @@ async def measure_speculation(
     return choice
 
 
-async def _recheck_in_exact_mode(
+async def _recheckin_exact_mode(
+    reference: _Candidate,
     candidates: list[_Candidate],
     requests: list[EngineRequest],
     settings: EngineSettings,
     log_dir: Path,
     say: Callable[[str], None],
-) -> None:
-    """On a GPU in fast mode a verifying step runs other kernels than a plain step, so tokens may
-    differ for that reason alone. Each candidate whose tokens differed runs the prompts again, with
-    the reference, in exact mode (vLLM's batch-invariant kernels, Triton attention): where they
-    then agree, the speculation kept the tokens and the candidate stays eligible (its speed is the
-    fast mode's, as the user runs it); where they still differ, it is out."""
-    reference, diverging = candidates[0], [c for c in candidates[1:] if not c.failed]
-    diverging = [c for c in diverging if c.run(reference).diverged]
+    exact_reference: _Candidate | None = None,
+) -> _Candidate | None:
+    """On a GPU in fast mode a verifying step runs other kernels than a plain step, and every
+    kernel schedules its sums by batch shape, so tokens may differ for that reason alone. Each of
+    ``candidates`` (speculation or attention) whose tokens differed from ``reference``'s runs the
+    prompts again in exact mode (``exact_config``), beside the reference run there too: where they
+    then agree, the difference was the kernels' and the candidate stays eligible (its speed is the
+    fast mode's, as the user runs it); where they still differ, it is out. Returns the reference
+    as run in exact mode, which a later stage passes back as ``exact_reference`` (run once)."""
+    diverging = [c for c in candidates if not c.failed and c.run(reference).diverged]
     if not diverging:
-        return
-    exact = settings.model_copy(update={"exact": True})
-    invariant = {**gpu_env(exact)}
-    attention = exact_attention(exact)
-    rechecked = [
-        replace(
-            c,
-            config=replace(
-                c.config,
-                env={**c.config.env, **invariant},
-                args={**c.config.args, **({"attention_config": attention} if attention else {})},
-            ),
-            engine=None,
-            outputs={},
-            rates={},
-            histogram=[],
-            steps=[],
-            tokens=0,
-        )
-        for c in [reference, *diverging]
-    ]
-    say(f"parity in exact mode: {', '.join(c.label for c in diverging)} and no speculation, again")
-    await _measure(rechecked, requests, 1, log_dir, say)
-    if rechecked[0].failed:
+        return exact_reference
+    if exact_reference is not None and exact_reference.failed:
         say("parity in exact mode: no speculation failed there; the fast mode's tokens decide")
-        return
-    for original, again in zip(diverging, rechecked[1:], strict=True):
-        original.exact_agrees = not again.failed and not again.run(rechecked[0]).diverged
+        return exact_reference
+    rechecked = [in_exact_mode(c, settings) for c in diverging]
+    labels = ", ".join(c.label for c in diverging)
+    if exact_reference is None:
+        exact_reference = in_exact_mode(reference, settings)
+        say(f"parity in exact mode: {labels} and no speculation, again")
+        await _measure([exact_reference, *rechecked], requests, 1, log_dir, say)
+    else:
+        say(f"parity in exact mode: {labels}, again (no speculation ran there already)")
+        await _measure(rechecked, requests, 1, log_dir, say)
+    if exact_reference.failed:
+        say("parity in exact mode: no speculation failed there; the fast mode's tokens decide")
+        return exact_reference
+    for original, again in zip(diverging, rechecked, strict=True):
+        original.exact_agrees = not again.failed and not again.run(exact_reference).diverged
+    return exact_reference
+
+
+def attention_to_try(
+    source: ModelSource,
+    settings: EngineSettings,
+    given: Sequence[dict[str, object]] | None,
+    say: Callable[[str], None],
+) -> list[dict[str, object]]:
+    """The attention stage's candidates: ``given``, else ``probe_attention``'s — none in exact mode.
+
+    Exact mode promises the two paths' tokens are the same because they run the same
+    batch-invariant kernels: compare's line says so from ``VLLM_BATCH_INVARIANT`` on both, and both
+    get Triton on every layer (``exact_attention``). A measured backend applies to the optimized
+    path alone, so the baseline would keep Triton while the optimized path ran another backend's
+    sums (FlashAttention falls back to FA2; FlashInfer has no batch-invariant kernels at all): the
+    promise would rest on six probe prompts, not on the kernels. So exact mode measures no other
+    attention, as bench's attention rows do not (``backend.bench.variants.card_variants``)."""
+    if settings.exact:
+        if on_gpu():
+            say("attention: none measured in exact mode — both paths keep Triton's batch-invariant kernels")
+        return []
+    return list(probe_attention(source, settings, say) if given is None else given)
 
 
 def probe_attention(
