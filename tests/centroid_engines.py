@@ -12,11 +12,11 @@ from pathlib import Path
 
 from backend.compat import centroid_drafts
 from backend.config.settings import EngineSettings
-from backend.engine.log import capture_stderr
-from backend.engine.model_source import resolve
-from backend.engine.profiles import Argument, EngineProfile, engine_config
+from backend.engine.local.log import capture_stderr
+from backend.engine.local.vllm import VllmEngine
+from backend.engine.model.source import resolve
+from backend.engine.paths.profiles import Argument, EngineProfile, engine_config
 from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
-from backend.engine.vllm import VllmEngine
 from backend.gemma4.messages import ChatMessage, PromptRenderer
 
 PROMPTS = ("Hello there", "Count to twenty.", "Name three rivers.")

@@ -14,11 +14,11 @@ import pytest
 
 from backend.checkpoints import GeneratedCheckpoint, make_checkpoint
 from backend.config.settings import EngineSettings
-from backend.engine.log import capture_stderr
-from backend.engine.model_source import ModelSource, resolve
-from backend.engine.profiles import Argument, EngineProfile, engine_config
+from backend.engine.local.log import capture_stderr
+from backend.engine.local.vllm import VllmEngine
+from backend.engine.model.source import ModelSource, resolve
+from backend.engine.paths.profiles import Argument, EngineProfile, engine_config
 from backend.engine.speculation.kept import CHOICES_ENV
-from backend.engine.vllm import VllmEngine
 
 TEST_ENGINE = EngineSettings(dtype="float32", max_model_len=4096, kv_cache_gib=1, speculation="mtp")
 """The engine fixtures' settings. Speculation is forced on: unmeasured, a CPU's optimized path

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import psutil
 
-from backend.engine.vllm import VllmEngine
+from backend.engine.local.vllm import VllmEngine
 
 
 def engine_cores(engine: VllmEngine) -> list[psutil.Process]:

@@ -254,10 +254,10 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
 
     from backend.config.settings import EngineSettings
     from backend.engine.argument import Argument
-    from backend.engine.gpu import GpuRefused, detect_gpu
-    from backend.engine.model_source import resolve
-    from backend.engine.placement import plan_for
-    from backend.engine.profiles import EngineProfile, engine_config
+    from backend.engine.gpu.card import GpuRefused, detect_gpu
+    from backend.engine.model.source import resolve
+    from backend.engine.paths.placement import plan_for
+    from backend.engine.paths.profiles import EngineProfile, engine_config
 
     out: dict[str, Any] = {}
     gpu = detect_gpu()

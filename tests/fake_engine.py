@@ -24,7 +24,7 @@ from backend.engine.protocol import (
     Started,
     TurnEvent,
 )
-from backend.engine.warmup import WARM_UP_PREFIX
+from backend.engine.session.warmup import WARM_UP_PREFIX
 from backend.gemma4.messages import ChatMessage, RenderedPrompt
 
 
@@ -44,7 +44,7 @@ class FakeEngine:
     script: list[str] = field(default_factory=list)
     """Replies for the next turns, in order (then ``reply``): tool-call flows script the model."""
     warm_ups: list[EngineRequest] = field(default_factory=list)
-    """Warm-up requests (backend.engine.warmup): kept apart from ``requests``, no scripted reply used."""
+    """Warm-up requests (``session.warmup``): kept apart from ``requests``, no scripted reply used."""
 
     async def start(self, progress: ProgressCallback | None = None) -> EngineInfo:
         if progress:

@@ -45,8 +45,8 @@ def ask_flags(*words: str) -> str:
 
 
 PROBE = (
-    "import os\nfrom backend.engine.factory import new_log_path\n"
-    "from backend.engine.log import capture_stderr\n"
+    "import os\nfrom backend.engine.session.factory import new_log_path\n"
+    "from backend.engine.local.log import capture_stderr\n"
     "path = new_log_path('ask')\n"
     "with capture_stderr(path):\n    os.write(2, b'the engine speaks')\n"
     "print(path, path.read_text())\n"

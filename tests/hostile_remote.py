@@ -22,11 +22,11 @@ def remote_turn(
 ) -> str:
     """Connect, run one turn; return the notes and the reply, or raise with the failure."""
     from backend.engine.protocol import EngineRequest, Failed, Finished, SamplingSettings
-    from backend.engine.remote import RemoteEngine
+    from backend.engine.remote.engine import RemoteEngine
     from backend.gemma4.messages import ChatMessage
 
     try:
-        from backend.engine.remote_checks import Deadlines
+        from backend.engine.remote.checks import Deadlines
 
         more: dict[str, Any] = {"deadlines": Deadlines(**(deadlines or {}))}
     except ImportError:  # the code before issue 37 (to see each case fail without its fix)

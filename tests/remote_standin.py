@@ -161,7 +161,7 @@ class Standin:
 
     async def _reply(self, writer: asyncio.StreamWriter, prompt: str) -> None:
         """The script's next reply to ``prompt``, 7 characters a chunk, each with its token ids."""
-        from backend.engine.warmup import WARM_UP_PROMPT
+        from backend.engine.session.warmup import WARM_UP_PROMPT
 
         s = self.script
         assert s.replies is not None

@@ -17,8 +17,8 @@ from app.tui.app import GemmaChatApp
 from app.tui.widgets.message_view import MessageView
 from app.tui.widgets.prompt_input import PromptInput
 from backend.checkpoints import GeneratedCheckpoint
-from backend.engine.factory import DeferredEngine
 from backend.engine.protocol import EngineInfo
+from backend.engine.session.factory import DeferredEngine
 from tests.tui_pilot import wait_until
 
 

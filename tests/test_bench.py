@@ -23,11 +23,11 @@ from backend.bench.workload_runs import RequestResult, WorkloadRun
 from backend.bench.workloads import load_workloads
 from backend.compat import one_call_step, prefill_drafts, sampled_row_drafts, uni_worker
 from backend.config.settings import Settings
+from backend.engine.local.vllm import VllmEngine
 from backend.engine.metrics import TurnMetrics
-from backend.engine.model_source import ModelSource
+from backend.engine.model.source import ModelSource
 from backend.engine.parity import SAME_PATHS
 from backend.engine.protocol import EngineRequest, TurnEvent
-from backend.engine.vllm import VllmEngine
 
 OPTIONS = BenchOptions(
     requests=5,  # above the CPU schedule's drafting limit (4): steps that ask for no drafts

@@ -15,19 +15,19 @@ import pytest
 
 from backend.compat.draft_schedule import rewrite
 from backend.config.settings import EngineSettings
-from backend.engine.gpu import described_gpu
+from backend.engine.gpu.card import described_gpu
 from backend.engine.metrics import TurnMetrics
-from backend.engine.model_source import ModelSource, resolve
-from backend.engine.placement import plan_for
-from backend.engine.profiles import EngineConfig, EngineProfile, engine_config
+from backend.engine.model.source import ModelSource, resolve
+from backend.engine.paths.placement import plan_for
+from backend.engine.paths.profiles import EngineConfig, EngineProfile, engine_config
+from backend.engine.probe import by_load
+from backend.engine.probe.by_load import measure_by_load
+from backend.engine.probe.probe import exact_config
 from backend.engine.protocol import EngineRequest, Finished, TurnEvent
-from backend.engine.speculation import by_load
-from backend.engine.speculation.by_load import measure_by_load
 from backend.engine.speculation.choice import SpeculationChoice, choice_key
 from backend.engine.speculation.first_start import DraftPlan, settle_drafts
 from backend.engine.speculation.kept import store_choice, stored_choice
 from backend.engine.speculation.load_rule import LoadLevel, choose_by_load, describe_steps, vllm_schedule
-from backend.engine.speculation.probe import exact_config
 from backend.gemma4.messages import PromptRenderer
 from tests.e2b_folder import make_e2b_folder
 
@@ -214,7 +214,7 @@ class Clock:
 def _load_engines(monkeypatch: pytest.MonkeyPatch, differs: str, exact_fails: bool = False) -> list[str]:
     """``VllmEngine`` stand-ins: 3 drafts change a token at 4 at once — in fast mode only
     (``differs="fast"``) or ``"always"``; an engine under batch-invariant kernels may fail to start."""
-    import backend.engine.vllm
+    import backend.engine.local.vllm
 
     started: list[str] = []
     clock = Clock()
@@ -241,7 +241,7 @@ def _load_engines(monkeypatch: pytest.MonkeyPatch, differs: str, exact_fails: bo
             clock.now += 1.0 / (1 + self.drafts)
             yield Finished(request.request_id, "x", (1, 2, 4 if changed else 3), TurnMetrics(), "length")
 
-    monkeypatch.setattr(backend.engine.vllm, "VllmEngine", Engine)
+    monkeypatch.setattr(backend.engine.local.vllm, "VllmEngine", Engine)
     monkeypatch.setattr(by_load, "measure_by_load", functools.partial(measure_by_load, clock=clock))
     return started
 

@@ -13,11 +13,11 @@ import torch
 
 from backend.compat import cpu_linear
 from backend.config.settings import EngineSettings
-from backend.engine.log import capture_stderr
-from backend.engine.model_source import ModelSource
-from backend.engine.profiles import Argument, EngineProfile, engine_config
+from backend.engine.local.log import capture_stderr
+from backend.engine.local.vllm import VllmEngine
+from backend.engine.model.source import ModelSource
+from backend.engine.paths.profiles import Argument, EngineProfile, engine_config
 from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
-from backend.engine.vllm import VllmEngine
 from backend.gemma4.messages import ChatMessage, PromptRenderer
 from backend.kernels import bf16_linear
 from backend.kernels.env import KERNEL_ENV as CPU_LINEAR_ENV

@@ -13,10 +13,10 @@ from backend.checkpoints import GeneratedCheckpoint
 from backend.demo.corpus import chat_turn, function_examples, python_files
 from backend.demo.pipeline import DemoPlan, read_manifest, train_demo
 from backend.demo.schedule import Budget
-from backend.engine.model_source import ModelSource, calls_tools, demo_model
-from backend.engine.profiles import EngineProfile, engine_config
+from backend.engine.local.vllm import VllmEngine
+from backend.engine.model.source import ModelSource, calls_tools, demo_model
+from backend.engine.paths.profiles import EngineProfile, engine_config
 from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
-from backend.engine.vllm import VllmEngine
 from backend.gemma4.messages import ChatMessage, PromptRenderer
 
 SOURCE = '''

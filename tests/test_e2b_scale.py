@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from backend.config.settings import EngineSettings
-from backend.engine.log import capture_stderr
-from backend.engine.model_source import demo_model
-from backend.engine.profiles import EngineProfile, engine_config
+from backend.engine.local.log import capture_stderr
+from backend.engine.local.vllm import VllmEngine
+from backend.engine.model.source import demo_model
+from backend.engine.paths.profiles import EngineProfile, engine_config
 from backend.engine.speculation import step_decision
 from backend.engine.speculation.first_start import BUDGET_S, DECISION_ENV
 from backend.engine.speculation.kept import CHOICES_ENV, stored_choice
-from backend.engine.vllm import VllmEngine
 
 SLOW_STEP_MS = 300
 

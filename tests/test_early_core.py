@@ -15,15 +15,15 @@ import pytest
 
 from backend.compat import early_core
 from backend.compat.early_core import VARIABLE as EARLY_CORE_VARIABLE
-from backend.engine import start_env
-from backend.engine.log import capture_stderr
-from backend.engine.model_source import ModelSource
+from backend.engine.local import start_env
+from backend.engine.local.log import capture_stderr
+from backend.engine.local.start_env import StartEnv
+from backend.engine.local.vllm import VllmEngine
+from backend.engine.model.source import ModelSource
 from backend.engine.parity import run_parity
-from backend.engine.profiles import EngineProfile, engine_config
+from backend.engine.paths.profiles import EngineProfile, engine_config
 from backend.engine.prompt_sets import parity_prompts
 from backend.engine.protocol import SamplingSettings
-from backend.engine.start_env import StartEnv
-from backend.engine.vllm import VllmEngine
 from backend.gemma4.messages import PromptRenderer
 from tests.conftest import TEST_ENGINE
 from tests.early_core_target import EngineCoreProc

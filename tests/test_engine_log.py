@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from backend.engine.log import diagnose
+from backend.engine.local.log import diagnose
 from backend.errors import NotEnoughMemory
 
 KILLED = (

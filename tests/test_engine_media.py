@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from backend.engine.local.vllm import VllmEngine
 from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
-from backend.engine.vllm import VllmEngine
 from backend.gemma4.messages import ChatMessage, PromptRenderer
 from backend.media.attachment import media_payloads
 from backend.media.load import load_attachment

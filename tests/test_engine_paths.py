@@ -9,9 +9,10 @@ import pytest
 
 from backend.compat import live_spec_metrics
 from backend.config.settings import EngineSettings
-from backend.engine.model_source import ModelSource
+from backend.engine.local.vllm import DEAD_MESSAGE, VllmEngine
+from backend.engine.model.source import ModelSource
 from backend.engine.parity import compare_tokens, run_parity
-from backend.engine.profiles import EngineProfile, engine_config
+from backend.engine.paths.profiles import EngineProfile, engine_config
 from backend.engine.prompt_sets import parity_prompts
 from backend.engine.protocol import (
     Cancelled,
@@ -23,7 +24,6 @@ from backend.engine.protocol import (
     SamplingSettings,
     TurnEvent,
 )
-from backend.engine.vllm import DEAD_MESSAGE, VllmEngine
 from backend.errors import EngineDied
 from backend.gemma4.messages import ChatMessage, PromptRenderer
 from tests.engine_processes import engine_cores

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from backend.checkpoints import GeneratedCheckpoint
+from backend.engine.local.vllm import VllmEngine
 from backend.engine.protocol import (
     Delta,
     EngineRequest,
@@ -14,7 +15,6 @@ from backend.engine.protocol import (
     Started,
     TurnEvent,
 )
-from backend.engine.vllm import VllmEngine
 from backend.gemma4.messages import ChatMessage, PromptRenderer
 
 pytestmark = pytest.mark.engine

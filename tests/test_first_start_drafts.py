@@ -17,7 +17,7 @@ import pytest
 
 from backend.config.settings import EngineSettings
 from backend.engine.metrics import TurnMetrics
-from backend.engine.model_source import ModelSource
+from backend.engine.model.source import ModelSource
 from backend.engine.protocol import EngineInfo, EngineRequest, Finished, TurnEvent
 from backend.engine.speculation.choice import choice_key
 from backend.engine.speculation.first_start import (

@@ -11,16 +11,16 @@ from pathlib import Path
 import pytest
 
 from backend.config.settings import EngineSettings
-from backend.engine.log import capture_stderr
+from backend.engine.local.log import capture_stderr
+from backend.engine.local.vllm import VllmEngine
 from backend.engine.metrics import accepted_positions
-from backend.engine.model_source import demo_model
-from backend.engine.profiles import EngineProfile, engine_config
+from backend.engine.model.source import demo_model
+from backend.engine.paths.profiles import EngineProfile, engine_config
+from backend.engine.probe.by_load import load_requests, measure_by_load
 from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
 from backend.engine.speculation import first_start
-from backend.engine.speculation.by_load import load_requests, measure_by_load
 from backend.engine.speculation.choice import MIN_PAIRED
 from backend.engine.speculation.kept import CHOICES_ENV, stored_choice
-from backend.engine.vllm import VllmEngine
 from backend.gemma4.messages import ChatMessage, PromptRenderer
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.engine.footprint import checkpoint_size
+from backend.engine.model.footprint import checkpoint_size
 
 
 def _checkpoint(folder: Path, dtype: str) -> Path:

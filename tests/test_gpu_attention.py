@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from backend.assets import asset
-from backend.engine import flashinfer_kernels, gpu_attention
-from backend.engine.gpu_attention import (
+from backend.engine.gpu import attention as gpu_attention
+from backend.engine.gpu import flashinfer_kernels
+from backend.engine.gpu.attention import (
     FULL_FLASHINFER,
     FULL_FLEX_ATTENTION,
     SLIDING_FLASH_ATTENTION,

@@ -10,9 +10,11 @@ from typing import Any
 import pytest
 
 from backend.config.settings import EngineSettings
-from backend.engine.footprint import kv_bytes_per_request
-from backend.engine.gpu import described_gpu
-from backend.engine.gpu_batch import (
+from backend.engine.gpu.card import described_gpu
+from backend.engine.gpu.window import kv_room
+from backend.engine.model.footprint import kv_bytes_per_request
+from backend.engine.model.source import resolve
+from backend.engine.paths.gpu_batch import (
     BATCHED_TOKENS,
     FULL_DRAFTS_UP_TO,
     MOST_SEQS,
@@ -21,10 +23,8 @@ from backend.engine.gpu_batch import (
     TYPICAL_TOKENS,
     draft_schedule,
 )
-from backend.engine.gpu_window import kv_room
-from backend.engine.model_source import resolve
-from backend.engine.placement import plan_for
-from backend.engine.profiles import EngineProfile, engine_config
+from backend.engine.paths.placement import plan_for
+from backend.engine.paths.profiles import EngineProfile, engine_config
 from tests.e2b_folder import make_e2b_folder
 from tests.test_gpu_card import _profiles
 
@@ -127,10 +127,10 @@ async def test_bench_on_an_a100_gives_each_other_attention_backend_its_rows(
     from backend.errors import EngineStartFailed
 
     a100 = described_gpu(80, (8, 0))
-    monkeypatch.setattr("backend.engine.gpu.detect_gpu", lambda: a100)
+    monkeypatch.setattr("backend.engine.gpu.card.detect_gpu", lambda: a100)
     source, settings = resolve(str(e2b)), EngineSettings()
     plan = plan_for(source, settings, a100)
-    monkeypatch.setattr("backend.engine.gpu_attention.flashinfer_kernels_missing", lambda: "")
+    monkeypatch.setattr("backend.engine.gpu.attention.flashinfer_kernels_missing", lambda: "")
     tried = variants.card_variants(source, plan, exact=False)
     assert len(tried) == 2 and variants.card_variants(source, plan, exact=True) == ()
     assert not any("FLEX" in variant for variant in tried), "FlexAttention refuses E2B's KV-shared layers"
@@ -170,7 +170,7 @@ async def test_bench_on_an_a100_gives_each_other_attention_backend_its_rows(
     async def nothing(*args: object) -> None:
         return None
 
-    monkeypatch.setattr("backend.engine.vllm.VllmEngine", Stand)
+    monkeypatch.setattr("backend.engine.local.vllm.VllmEngine", Stand)
     said: list[str] = []
     options = BenchOptions(workloads=("single",), repetitions=2)
     runs, failed = await variants.measure_variants(

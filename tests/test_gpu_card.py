@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 from backend.config.settings import EngineSettings
-from backend.engine.footprint import GIB
-from backend.engine.gpu import GpuRefused, described_gpu
-from backend.engine.gpu_window import FLOOR, STEP, WINDOW_MARGIN, in_flight_tokens, kv_layers, vllm_kv_bytes
-from backend.engine.model_source import resolve
-from backend.engine.placement import plan_for
-from backend.engine.profiles import EngineProfile, engine_config
+from backend.engine.gpu.card import GpuRefused, described_gpu
+from backend.engine.gpu.window import FLOOR, STEP, WINDOW_MARGIN, in_flight_tokens, kv_layers, vllm_kv_bytes
+from backend.engine.model.footprint import GIB
+from backend.engine.model.source import resolve
+from backend.engine.paths.placement import plan_for
+from backend.engine.paths.profiles import EngineProfile, engine_config
 from tests.e2b_folder import make_e2b_folder
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -116,7 +116,7 @@ def test_a_swap_plan_shows_the_cards_residue_and_the_hosts_weights(e2b: Path, tm
 
 
 def test_a_host_that_cannot_hold_a_sleeping_engine_swaps_by_stopping(e2b: Path) -> None:
-    from backend.engine.memory_plan import plan_memory
+    from backend.engine.gpu.memory_plan import plan_memory
 
     source = resolve(str(e2b))
     plan = plan_for(source, EngineSettings(), described_gpu(16))

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from backend.config.settings import EngineSettings
-from backend.engine.footprint import GIB
-from backend.engine.gpu import GpuRefused, described_gpu
-from backend.engine.model_source import resolve
-from backend.engine.placement import plan_for
-from backend.engine.profiles import EngineProfile, engine_config
+from backend.engine.gpu.card import GpuRefused, described_gpu
+from backend.engine.model.footprint import GIB
+from backend.engine.model.source import resolve
+from backend.engine.paths.placement import plan_for
+from backend.engine.paths.profiles import EngineProfile, engine_config
 from backend.errors import NotACheckpoint
 from tests.e2b_folder import make_e2b_folder
 
@@ -224,7 +224,7 @@ def _starts_pass_vllms_check(plan: Any, free: int) -> list[str]:
 
     from vllm.v1.worker.utils import request_memory
 
-    from backend.engine.memory_plan import CONTEXT_BYTES, SLEEP_RESIDUE_BYTES
+    from backend.engine.gpu.memory_plan import CONTEXT_BYTES, SLEEP_RESIDUE_BYTES
 
     total, held, started = plan.gpu.total_bytes, 0, []
     for name in ("baseline", "optimized"):

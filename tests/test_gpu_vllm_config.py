@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from backend.engine.footprint import GIB
+from backend.engine.model.footprint import GIB
 from tests.e2b_folder import make_e2b_folder
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -197,7 +197,7 @@ def test_exact_sets_batch_invariant_on_both_paths(faked: dict[str, Any]) -> None
 
 
 def test_per_layer_kind_attention_is_a_candidate_vllm_accepts_on_triton_cards(faked: dict[str, Any]) -> None:
-    from backend.engine.gpu_attention import SLIDING_FLASH_ATTENTION, ModelAttention, attention_candidates
+    from backend.engine.gpu.attention import SLIDING_FLASH_ATTENTION, ModelAttention, attention_candidates
 
     unshared = ModelAttention(kv_shared_full_layers=0)
     assert SLIDING_FLASH_ATTENTION in attention_candidates((8, 6), unshared).others

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from backend.engine.footprint import kv_bytes_per_request
-from backend.engine.gpu_window import BLOCK_TOKENS, in_flight_tokens, kv_layers, vllm_kv_bytes
+from backend.engine.gpu.window import BLOCK_TOKENS, in_flight_tokens, kv_layers, vllm_kv_bytes
+from backend.engine.model.footprint import kv_bytes_per_request
 from tests.e2b_folder import make_e2b_folder
 
 ROOT = Path(__file__).resolve().parent.parent

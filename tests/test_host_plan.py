@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from backend.config.settings import EngineSettings, Settings
-from backend.engine import footprints, processes
-from backend.engine.factory import EngineSetup
-from backend.engine.footprint import GIB
-from backend.engine.host_plan import FORCE_ENV, HostRefused
-from backend.engine.kv_size import cpu_kv_cache
-from backend.engine.model_source import resolve
-from backend.engine.placement import host_plan_for
+from backend.engine.cpu import footprints, processes
+from backend.engine.cpu.host_plan import FORCE_ENV, HostRefused
+from backend.engine.cpu.kv_size import cpu_kv_cache
+from backend.engine.model.footprint import GIB
+from backend.engine.model.source import resolve
+from backend.engine.paths.placement import host_plan_for
+from backend.engine.session.factory import EngineSetup
 from tests.e2b_folder import make_e2b_folder
 
 
@@ -61,7 +61,7 @@ def test_an_estimate_does_not_refuse_a_small_model_on_a_small_machine(
 ) -> None:
     """The demo's estimate (runtime 1.75 GiB, measured at E2B's size) is far above what it holds
     (0.8 GiB measured): 3 GiB of RAM runs it, one engine at a time."""
-    from backend.engine.model_source import demo_model
+    from backend.engine.model.source import demo_model
 
     monkeypatch.setenv(FORCE_ENV, "3")
     assert host_plan_for(demo_model(), EngineSettings()).mode == "swap"

@@ -39,7 +39,7 @@ async def test_app_engine_dying_mid_stream_keeps_the_partial_reply(tmp_path: Pat
     from collections.abc import AsyncIterator
 
     from backend.engine.protocol import Delta, EngineRequest, Failed, Started, TurnEvent
-    from backend.engine.warmup import WARM_UP_PREFIX
+    from backend.engine.session.warmup import WARM_UP_PREFIX
     from tests.fake_engine import FakeEngine
     from tests.tui_pilot import make_app, replies, send
 
@@ -146,7 +146,7 @@ async def test_a_pasted_megabyte_is_refused_at_once_and_kept(tmp_path: Path) -> 
         began = time.monotonic()
         await pilot.press("enter")
         await pilot.pause()
-        assert time.monotonic() - began < 2.0
+        assert time.monotonic() - began < 5.0, "refused by size, not after minutes (a shared 2-core machine)"
         assert notices and notices[-1].startswith("Not sent: the message is 1,048,576 characters")
         assert len(prompt.text) == 1 << 20 and not app.conversation.turns and app.turn is None
         await send(app, pilot, "y" * 30_000)

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from backend.config import cache_json
-from backend.engine.log import diagnose
+from backend.engine.local.log import diagnose
+from backend.engine.local.start_env import StartEnv
+from backend.engine.session.start_history import StartHistory
 from backend.engine.speculation import kept as choice
-from backend.engine.start_env import StartEnv
-from backend.engine.start_history import StartHistory
 
 
 def _fifo(path: Path) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.engine.model_source import resolve
+from backend.engine.model.source import resolve
 from backend.errors import NotACheckpoint
 from backend.gemma4 import template_bounds
 from backend.gemma4.messages import ChatMessage, PromptRenderer
@@ -92,7 +92,7 @@ def test_with_a_server_a_model_that_is_no_folder_is_named(tmp_path: Path, kind: 
     """Hardening round 3: with --server, a --model that is a file, a link loop or missing was
     ignored, and the refusal said "Pass --model DIR" although one was passed."""
     from backend.config.settings import Settings
-    from backend.engine.factory import remote_engine
+    from backend.engine.session.factory import remote_engine
 
     model = tmp_path / "model"
     if kind == "file":

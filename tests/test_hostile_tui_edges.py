@@ -72,7 +72,7 @@ async def test_the_gauge_shows_in_a_20_column_terminal(tmp_path: Path) -> None:
 async def test_a_server_without_tokenize_is_named_in_a_notice(tmp_path: Path) -> None:
     """Item 8: the wrong-model check could not be made; the chat app says so (``ask`` prints it:
     tests/hostile_remote_cases.py)."""
-    from backend.engine.remote import RemoteEngine
+    from backend.engine.remote.engine import RemoteEngine
     from tests.remote_standin import DEMO_MODEL, Script, Standin
 
     with Standin(Script(tokenize="missing")) as standin:

@@ -21,7 +21,7 @@ def _loaded_after(code: str) -> set[str]:
 
 def test_backend_imports_no_ui_module() -> None:
     names = [m.name for m in pkgutil.walk_packages(backend.__path__, "backend.")]
-    assert "backend.engine.vllm" in names and "backend.checkpoints.writer" in names
+    assert "backend.engine.local.vllm" in names and "backend.checkpoints.writer" in names
     loaded = _loaded_after("\n".join(f"import {name}" for name in names))
     assert not loaded & set(UI_MODULES), f"backend imported {loaded & set(UI_MODULES)}"
 
@@ -132,7 +132,16 @@ ROOMS = (
     "backend.compat",
     "backend.checkpoints",
     "backend.demo",
-    "backend.engine",
+    "backend.engine",  # the one door to an engine (protocol), shared values, the platform
+    "backend.engine.model",  # the checkpoint, its drafter, what they need in memory
+    "backend.engine.gpu",  # the card, its memory plan, window, arguments and attention
+    "backend.engine.cpu",  # the CPU's class and environment, KV cache, host memory, processes
+    "backend.engine.speculation",  # the speculation choice and its rules, applied at every start
+    "backend.engine.paths",  # the paths' values and vLLM arguments, where each goes
+    "backend.engine.local",  # vLLM's engine in this process
+    "backend.engine.remote",  # a vLLM server as the engine
+    "backend.engine.session",  # the app's engines: factory, pool, swap, warm-up
+    "backend.engine.probe",  # the runs that start engines to measure them
     "backend.tools",
     "backend.bench",
     "backend.chat",
@@ -140,6 +149,7 @@ ROOMS = (
 """The backend's rooms from the bottom up: a module imports from its own room or the ones below."""
 PACKAGES = {room.removeprefix("backend.") for room in ROOMS if "." not in room.removeprefix("backend.")}
 MAX_LOOSE = 8
+MAX_ENGINE_LOOSE = 10
 
 
 def _room(module: str) -> str:
@@ -157,6 +167,8 @@ def test_imports_run_down_the_rooms_only() -> None:
     root = Path(__file__).resolve().parent.parent / "backend"
     loose = sorted(p.stem for p in root.glob("*.py") if p.stem != "__init__")
     assert len(loose) <= MAX_LOOSE, f"the backend's top level holds {len(loose)} loose modules: {loose}"
+    engine = sorted(p.stem for p in (root / "engine").glob("*.py") if p.stem != "__init__")
+    assert len(engine) <= MAX_ENGINE_LOOSE, f"backend/engine/ holds {len(engine)} loose modules: {engine}"
     upward = [
         f"{name} -> {target}"
         for name in backend

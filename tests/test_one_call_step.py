@@ -11,8 +11,8 @@ import pytest
 from backend.chat.compare import path_differences
 from backend.compat import one_call_step
 from backend.config.settings import EngineSettings
-from backend.engine.model_source import ModelSource
-from backend.engine.profiles import EngineConfig, EngineProfile, engine_config
+from backend.engine.model.source import ModelSource
+from backend.engine.paths.profiles import EngineConfig, EngineProfile, engine_config
 from backend.engine.protocol import EngineInfo
 
 

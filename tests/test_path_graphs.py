@@ -24,9 +24,9 @@ import pytest
 
 from backend.compat import cpu_linear, forced_linear
 from backend.config.settings import EngineSettings
-from backend.engine import compile_cache
-from backend.engine.model_source import resolve
-from backend.engine.profiles import EngineProfile, engine_config
+from backend.engine.model.source import resolve
+from backend.engine.paths import compile_cache
+from backend.engine.paths.profiles import EngineProfile, engine_config
 from backend.kernels import bf16_linear
 from backend.kernels.env import FORCE_ENV
 

@@ -15,8 +15,8 @@ import pytest
 from backend.chat.compare import ENV_LABELS
 from backend.compat import prefill_drafts
 from backend.config.settings import EngineSettings
-from backend.engine.model_source import ModelSource
-from backend.engine.profiles import EngineProfile, engine_config
+from backend.engine.model.source import ModelSource
+from backend.engine.paths.profiles import EngineProfile, engine_config
 
 
 def test_a_step_is_prefills_only_when_no_request_decodes() -> None:

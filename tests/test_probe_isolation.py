@@ -17,8 +17,8 @@ import pytest
 
 from backend.checkpoints import GeneratedCheckpoint
 from backend.config.settings import EngineSettings
-from backend.engine.model_source import ModelSource
-from backend.engine.speculation import probe
+from backend.engine.model.source import ModelSource
+from backend.engine.probe import probe
 from backend.engine.speculation.choice import choice_key
 from backend.engine.speculation.kept import stored_choice
 from backend.errors import EngineStartFailed
@@ -221,12 +221,12 @@ async def test_exact_mode_measures_no_other_attention_and_rechecks_nothing(
 ) -> None:
     """Both paths run Triton's batch-invariant kernels in exact mode (compare's line says so): a
     backend measured for the optimized path alone would break that, so none is measured."""
-    import backend.engine.profiles
+    import backend.engine.paths.profiles
 
     loaded: list[Any] = []
     started = _stand_ins(monkeypatch, set(), {("mtp", 2): "always"}, loaded)
     _on_a_gpu(monkeypatch)
-    monkeypatch.setattr(backend.engine.profiles, "on_gpu", lambda: True)
+    monkeypatch.setattr(backend.engine.paths.profiles, "on_gpu", lambda: True)
     said: list[str] = []
     exact = SETTINGS.model_copy(update={"exact": True})
     kwargs: dict[str, Any] = {"drafts": (1, 2), "prompts": 3, "rounds": 1, "attention": [FLASH]}

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from backend.engine import quiet
+from backend.engine.local import quiet
 
 
 def _ring() -> tuple[Any, Any]:

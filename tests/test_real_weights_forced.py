@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.engine.profiles import EngineProfile
+from backend.engine.paths.profiles import EngineProfile
 from backend.engine.prompt_sets import load_prompt_set
 from backend.kernels.env import FORCE_ENV
 from tests.test_real_weights_parity import _engine, _speculative_differences, _tokens

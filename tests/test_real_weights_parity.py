@@ -27,14 +27,14 @@ import pytest
 from backend.compat.row_exact_linear import ENV as ROW_EXACT_ENV
 from backend.config.settings import EngineSettings
 from backend.engine.argument import Argument
-from backend.engine.cpu_env import row_exact_env
-from backend.engine.log import capture_stderr
-from backend.engine.model_source import resolve
+from backend.engine.cpu.env import row_exact_env
+from backend.engine.local.log import capture_stderr
+from backend.engine.local.vllm import VllmEngine
+from backend.engine.model.source import resolve
 from backend.engine.parity import ParityReport, compare_tokens
-from backend.engine.profiles import EngineProfile, engine_config
+from backend.engine.paths.profiles import EngineProfile, engine_config
 from backend.engine.prompt_sets import SetPrompt, load_prompt_set
 from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
-from backend.engine.vllm import VllmEngine
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(1800)]
 

@@ -23,11 +23,11 @@ from pathlib import Path
 import pytest
 
 from backend.checkpoints import GeneratedCheckpoint
+from backend.engine.local.vllm import VllmEngine
 from backend.engine.parity import tokenization_difference
 from backend.engine.protocol import Cancelled, Delta, EngineRequest, Failed, Finished, SamplingSettings
-from backend.engine.remote import RemoteEngine
-from backend.engine.server_http import remote_label
-from backend.engine.vllm import VllmEngine
+from backend.engine.remote.engine import RemoteEngine
+from backend.engine.remote.server_http import remote_label
 from backend.errors import EngineStartFailed
 from backend.gemma4.messages import ChatMessage
 
@@ -189,7 +189,7 @@ async def test_a_server_that_tokenizes_differently_is_refused_at_connect_time(
 ) -> None:
     """The demo model's tokenizer here, the tiny checkpoint's on the server (a wrong --model): one
     readable refusal before any turn (compare checks each prompt again: tests/test_turn_pipeline.py)."""
-    from backend.engine.model_source import resolve
+    from backend.engine.model.source import resolve
 
     url, _ = server
     with pytest.raises(EngineStartFailed, match="whose tokenizer differs from the one here") as refused:
@@ -296,7 +296,7 @@ def test_acceptance_comes_from_the_servers_counters_moving_during_the_turn() -> 
     """vLLM's exposition format (the real server's KV line is read in the first test; the tiny
     server does not speculate, so the spec-decode counters are written out here)."""
     from backend.engine.metrics import TurnMetrics
-    from backend.engine.server_http import parse_metrics, with_server_gauges
+    from backend.engine.remote.server_http import parse_metrics, with_server_gauges
 
     def reading(drafted: int, accepted: int) -> str:
         return "\n".join(

@@ -18,8 +18,8 @@ import torch
 from backend.chat.compare import ENV_LABELS
 from backend.compat import sampled_row_drafts
 from backend.config.settings import EngineSettings
-from backend.engine.model_source import ModelSource
-from backend.engine.profiles import EngineProfile, engine_config
+from backend.engine.model.source import ModelSource
+from backend.engine.paths.profiles import EngineProfile, engine_config
 
 
 class Attn:

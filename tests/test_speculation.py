@@ -8,9 +8,10 @@ import pytest
 
 from backend.checkpoints import GeneratedCheckpoint
 from backend.config.settings import EngineSettings
-from backend.engine.model_source import ModelSource
-from backend.engine.profiles import EngineProfile, engine_config
-from backend.engine.speculation import probe
+from backend.engine.model.source import ModelSource
+from backend.engine.paths.profiles import EngineProfile, engine_config
+from backend.engine.probe import probe
+from backend.engine.probe.probe import measure_speculation
 from backend.engine.speculation.choice import (
     ProbeRun,
     SpeculationChoice,
@@ -20,7 +21,6 @@ from backend.engine.speculation.choice import (
     tokens_per_step,
 )
 from backend.engine.speculation.kept import forget_choice, store_choice, stored_choice
-from backend.engine.speculation.probe import measure_speculation
 
 PLAIN = ProbeRun("none", 0, (100.0, 100.0, 100.0))
 
@@ -143,7 +143,7 @@ def test_the_choice_key_follows_the_engine_environment(
     assert choice_key(source, settings, gpu=False) != with_kernel, "another build of the linear kernel"
     monkeypatch.setattr(bf16_linear, "for_engine", lambda: (None, "no C compiler"))
     assert choice_key(source, settings, gpu=False) != with_kernel, "no linear kernel"
-    from backend.engine import cpu_env
+    from backend.engine.cpu import env as cpu_env
 
     drafting = choice_key(source, settings, gpu=False)
     fewer = dict(list(cpu_env.speculating_cpu_env().items())[:-1])
@@ -267,7 +267,7 @@ async def test_the_probe_measures_every_step_on_the_real_engine(
 
 
 def test_each_cpu_class_says_what_the_optimized_path_adds() -> None:
-    from backend.engine.cpu_classes import AMX, AVX2, NATIVE_BF16, OTHER, cpu_class, describe_classes
+    from backend.engine.cpu.classes import AMX, AVX2, NATIVE_BF16, OTHER, cpu_class, describe_classes
 
     assert cpu_class(["avx2"]) == AVX2 and "linear kernel" in AVX2.adds
     assert cpu_class(["avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"]) == AMX

@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 
 from app.commands.bench_startup import ask_command, table
-from backend.engine.pool import EngineState
-from backend.engine.start_history import StartHistory
-from backend.engine.startup import StartClock, log_marks, timings
+from backend.engine.local.startup import StartClock, log_marks, timings
+from backend.engine.session.pool import EngineState
+from backend.engine.session.start_history import StartHistory
 
 INIT_ENGINE = "init engine (profile, create kv cache, warmup model)"
 
@@ -134,7 +134,7 @@ async def test_a_first_starts_speculation_measurement_is_not_what_the_next_start
     """The measurement runs once per model and machine: the next start's estimate leaves it out."""
     import asyncio
 
-    from backend.engine.pool import EnginePool
+    from backend.engine.session.pool import EnginePool
     from tests.fake_engine import FakeEngine
 
     class Measuring(FakeEngine):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from backend.engine.metrics import TurnMetrics
-from backend.engine.model_source import ModelSource
+from backend.engine.model.source import ModelSource
 from backend.engine.protocol import EngineRequest, Finished, TurnEvent
 from backend.engine.speculation import step_decision
 from backend.engine.speculation.first_start import (

@@ -16,8 +16,8 @@ import pytest
 from app.tui.app import GemmaChatApp
 from app.tui.widgets.compare_view import CompareView
 from backend.config.settings import Settings
-from backend.engine.pool import EnginePool
 from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
+from backend.engine.session.pool import EnginePool
 from tests.fake_engine import FakeEngine
 from tests.tui_pilot import replies, send, wait_until
 
@@ -179,9 +179,9 @@ async def test_the_status_bar_shows_the_swap(tmp_path: Path) -> None:
 async def test_real_cpu_engines_swap_by_stopping_and_starting(tiny_source: Any, gemma_home: Path) -> None:
     """Two vLLM CPU engines (eager, to keep the three starts short) behind a swapping pool: only one
     runs at a time, the stopped one starts again for its next request, and greedy tokens agree."""
-    from backend.engine.log import capture_stderr
-    from backend.engine.profiles import EngineProfile, engine_config
-    from backend.engine.vllm import VllmEngine
+    from backend.engine.local.log import capture_stderr
+    from backend.engine.local.vllm import VllmEngine
+    from backend.engine.paths.profiles import EngineProfile, engine_config
     from tests.conftest import TEST_ENGINE
 
     log = gemma_home / "logs" / "swap-engines.log"
@@ -210,7 +210,7 @@ async def test_real_cpu_engines_swap_by_stopping_and_starting(tiny_source: Any, 
 
 
 def test_the_status_bar_says_when_a_gpu_path_has_no_drafter() -> None:
-    from backend.engine.swap import path_note
+    from backend.engine.session.swap import path_note
 
     gpu = {"gpu_memory_utilization": 0.85}
     assert path_note("optimized", gpu, False) == "no drafter: no speculation (gemma-chat profiles)"

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from backend.engine.local.vllm import VllmEngine
 from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
-from backend.engine.vllm import VllmEngine
 from backend.gemma4.call_format import format_call
 from backend.gemma4.messages import ChatMessage
 from backend.tools.builtins import ToolContext

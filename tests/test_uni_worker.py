@@ -10,9 +10,9 @@ import pytest
 
 from backend.compat import uni_worker
 from backend.config.settings import EngineSettings
-from backend.engine.model_source import ModelSource
-from backend.engine.profiles import EngineProfile, engine_config
-from backend.engine.vllm import VllmEngine
+from backend.engine.local.vllm import VllmEngine
+from backend.engine.model.source import ModelSource
+from backend.engine.paths.profiles import EngineProfile, engine_config
 from tests.engine_processes import engine_cores
 
 

@@ -11,9 +11,9 @@ import pytest
 
 from app.tui.widgets.compare_view import CompareView
 from app.tui.widgets.message_view import MessageView
+from backend.engine.local.vllm import VllmEngine
 from backend.engine.protocol import EngineRequest, TurnEvent
-from backend.engine.vllm import VllmEngine
-from backend.engine.warmup import WARM_UP_PREFIX, WARM_UP_TOKENS
+from backend.engine.session.warmup import WARM_UP_PREFIX, WARM_UP_TOKENS
 from tests.tui_pilot import make_app, send
 
 pytestmark = pytest.mark.engine

@@ -31,9 +31,9 @@ def counts(model: Path) -> dict[str, Any]:
     from vllm.v1.kv_cache_interface import FullAttentionSpec, SlidingWindowSpec
 
     from backend.config.settings import EngineSettings
-    from backend.engine.model_source import resolve
-    from backend.engine.placement import plan_for
-    from backend.engine.profiles import EngineProfile, engine_config
+    from backend.engine.model.source import resolve
+    from backend.engine.paths.placement import plan_for
+    from backend.engine.paths.profiles import EngineProfile, engine_config
 
     source, settings = resolve(str(model)), EngineSettings()
     plan = plan_for(source, settings)

@@ -5,7 +5,7 @@ finishes, and the figures line counts tool time apart from model time. With ``--
 compare`` the prompt runs on the baseline and then on the optimized path (each distinct tool
 call runs once; both paths read the same results), and a last line gives the speed-up (one run,
 labelled so) and the token-parity verdict. Each engine answers one short warm-up request
-(backend.engine.warmup) before the prompt, so the figures are a warm engine's. ``--json`` prints
+(backend.engine.session.warmup) before the prompt, so the figures are a warm engine's. ``--json`` prints
 one document at the end instead.
 """
 
@@ -24,15 +24,15 @@ from backend.chat.rendering import dispatch
 from backend.chat.turn import FixedPrompt, TurnOptions, TurnPipeline, check_towers
 from backend.chat.verdict import Verdict
 from backend.engine.env import import_engine
-from backend.engine.factory import make_engine, new_log_path, remote_engine, resolve_model, server_for
-from backend.engine.log import capture_stderr
-from backend.engine.placement import host_plan_for, plan_for
+from backend.engine.local.log import capture_stderr
+from backend.engine.local.startup import StartClock, timings
+from backend.engine.local.vllm import VllmEngine
+from backend.engine.paths.placement import host_plan_for, plan_for
 from backend.engine.protocol import Engine, EngineInfo, Finished, PathEngine, SamplingSettings
 from backend.engine.reply_events import ReplyDelta
-from backend.engine.startup import StartClock, timings
-from backend.engine.swap import ResidentEngine, Swapper
-from backend.engine.vllm import VllmEngine
-from backend.engine.warmup import warm_up
+from backend.engine.session.factory import make_engine, new_log_path, remote_engine, resolve_model, server_for
+from backend.engine.session.swap import ResidentEngine, Swapper
+from backend.engine.session.warmup import warm_up
 from backend.errors import GemmaChatError
 from backend.gemma4.messages import ChatMessage
 from backend.gemma4.tool_call import ToolCall

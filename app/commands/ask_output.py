@@ -13,9 +13,9 @@ from typing import Any, TextIO
 
 from backend.chat.rendering import TurnRenderer
 from backend.chat.verdict import Verdict
+from backend.engine.local.startup import StartupTimings
 from backend.engine.protocol import Cancelled, Failed, Finished, Started
 from backend.engine.reply_events import ReplyDelta
-from backend.engine.startup import StartupTimings
 from backend.errors import GemmaChatError
 from backend.gemma4.reply import empty_answer_note
 from backend.media.attachment import Attachment

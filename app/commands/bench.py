@@ -13,10 +13,10 @@ from app.commands.flags import settings_from_args
 from backend.bench.options import BENCH_LOG, WORKLOAD_NAMES, BenchOptions, default_requests, with_levels
 from backend.bench.session import run_bench
 from backend.config import paths
-from backend.engine.factory import resolve_model
-from backend.engine.log import capture_stderr
-from backend.engine.model_source import ModelSource, generated_model
-from backend.engine.profiles import Argument
+from backend.engine.local.log import capture_stderr
+from backend.engine.model.source import ModelSource, generated_model
+from backend.engine.paths.profiles import Argument
+from backend.engine.session.factory import resolve_model
 
 
 def bench_source(args: argparse.Namespace) -> tuple[ModelSource, dict[str, Argument]]:

@@ -1,7 +1,7 @@
 """``gemma-chat bench --startup``: how long an engine takes from launch to its first token, by stage.
 
 Each run is a fresh process, as a user's launch is: ``gemma-chat ask … --max-tokens 8 --timings``
-(backend.engine.startup). The first run is cold — vLLM's compile cache is a new, empty folder —
+(backend.engine.local.startup). The first run is cold — vLLM's compile cache is a new, empty folder —
 and the next ``--repetitions`` runs are warm on the cache that run left. The user's own compile
 cache is neither read nor changed. Printed: every run's stages, then each stage's median and range
 over the warm runs, with the CPU's flags (the figures belong to the machine they come from).
@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from backend.bench.spread import Spread
-from backend.engine.startup import STAGES
+from backend.engine.local.startup import STAGES
 from backend.provenance import cpu_flags
 
 FLAGS = {

@@ -24,8 +24,8 @@ def build_app(args: argparse.Namespace, log: Path) -> GemmaChatApp:
 
     from app.tui.app import GemmaChatApp
     from app.tui.keymap import check_keymap
-    from backend.engine.factory import EngineSetup, engine_for
-    from backend.engine.model_source import DEMO_SHORT_NAME
+    from backend.engine.model.source import DEMO_SHORT_NAME
+    from backend.engine.session.factory import EngineSetup, engine_for
 
     resource_tracker.ensure_running()
     settings = settings_from_args(args)
@@ -40,8 +40,8 @@ def build_app(args: argparse.Namespace, log: Path) -> GemmaChatApp:
 
 
 def run_chat(args: argparse.Namespace) -> int:
-    from backend.engine.factory import new_log_path
-    from backend.engine.log import capture_stderr
+    from backend.engine.local.log import capture_stderr
+    from backend.engine.session.factory import new_log_path
 
     log = new_log_path("chat")
     app = build_app(args, log)

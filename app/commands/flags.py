@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from backend.config.settings import Settings, load_settings
-from backend.engine.model_source import calls_tools
+from backend.engine.model.source import calls_tools
 
 COMPARE = "compare"
 """``--profile compare``: both paths, then the comparison (ask, and the chat app's first turn)."""

@@ -9,23 +9,23 @@ import json
 from app.commands.flags import settings_from_args
 from backend.config import paths
 from backend.config.settings import EngineSettings, Settings
-from backend.engine.compile_cache import GRAPH_REASON
-from backend.engine.factory import resolve_model
-from backend.engine.gpu import GpuRefused, described_gpu, parse_capability
-from backend.engine.gpu_attention import ModelAttention, attention_candidates, expected_attention
-from backend.engine.host_plan import HostRefused
-from backend.engine.log import capture_stderr
-from backend.engine.memory_plan import MemoryPlan
-from backend.engine.model_source import DEFAULT_MODEL, ModelSource, described_default_model
-from backend.engine.placement import host_plan_for, plan_for
-from backend.engine.profiles import PROFILE_NAMES, EngineProfile, engine_config
+from backend.engine.cpu.host_plan import HostRefused
+from backend.engine.gpu.attention import ModelAttention, attention_candidates, expected_attention
+from backend.engine.gpu.card import GpuRefused, described_gpu, parse_capability
+from backend.engine.gpu.memory_plan import MemoryPlan
+from backend.engine.local.log import capture_stderr
+from backend.engine.model.source import DEFAULT_MODEL, ModelSource, described_default_model
+from backend.engine.paths.compile_cache import GRAPH_REASON
+from backend.engine.paths.placement import host_plan_for, plan_for
+from backend.engine.paths.profiles import PROFILE_NAMES, EngineProfile, engine_config
+from backend.engine.session.factory import resolve_model
 from backend.engine.speculation.choice import SpeculationChoice, attention_label
 from backend.errors import ModelNotFound
 
 
 def measure_with_progress(source: ModelSource, settings: EngineSettings) -> SpeculationChoice:
     """Run the speculation probe with its engines' logs in a file and its stages on stderr."""
-    from backend.engine.speculation.probe import PROBE_LOG, measure_speculation
+    from backend.engine.probe.probe import PROBE_LOG, measure_speculation
 
     log_dir = paths.logs_dir()
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -53,7 +53,7 @@ def _source(settings: Settings) -> tuple[ModelSource, str | None]:
 
 
 def _print_cpu_classes() -> None:
-    from backend.engine.cpu_classes import cpu_class, describe_classes
+    from backend.engine.cpu.classes import cpu_class, describe_classes
     from backend.provenance import cpu_flags, hardware
 
     flags = cpu_flags()

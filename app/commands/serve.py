@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from app.commands.flags import settings_from_args
-from backend.engine.factory import resolve_model
-from backend.engine.profiles import EngineProfile, engine_config
-from backend.engine.server_http import PARALLEL_KEYS
+from backend.engine.paths.profiles import EngineProfile, engine_config
+from backend.engine.remote.server_http import PARALLEL_KEYS
+from backend.engine.session.factory import resolve_model
 
 
 def serve_command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:

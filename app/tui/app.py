@@ -33,7 +33,7 @@ from backend.chat.conversation import Conversation
 from backend.chat.store import StoreError
 from backend.chat.turn import TurnPipeline
 from backend.config.settings import Settings
-from backend.engine.pool import EngineFactory, EnginePool
+from backend.engine.session.pool import EngineFactory, EnginePool
 from backend.media.attachment import Attachment
 
 

@@ -21,9 +21,9 @@ from backend.chat.rendering import TurnRenderer, dispatch
 from backend.chat.turn import HistoryTrimmed, PromptSized, TurnPipeline
 from backend.chat.verdict import Verdict, compares_so_far, first_path
 from backend.engine.metrics import TurnMetrics
-from backend.engine.pool import EnginePool
 from backend.engine.protocol import Cancelled, Failed, Finished, MetricsUpdate, PathEngine
 from backend.engine.reply_events import ReplyDelta
+from backend.engine.session.pool import EnginePool
 from backend.errors import GemmaChatError
 from backend.gemma4.reply import empty_answer_note
 from backend.media.attachment import Attachment

@@ -6,10 +6,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from backend.engine.profiles import Argument
+from backend.engine.paths.profiles import Argument
 
 if TYPE_CHECKING:
-    from backend.engine.profiles import EngineConfig
+    from backend.engine.paths.profiles import EngineConfig
 
 WORKLOAD_NAMES = ("throughput", "single", "chat", "media")
 BENCH_LOG = "bench-engines.log"
@@ -38,7 +38,7 @@ class BenchOptions:
     roof_seconds: float = 1.0
     settle_s: float | None = None
     """The pause before each timed run while several engines are up (None: vLLM's busy window
-    plus a margin, ``backend.engine.quiet``)."""
+    plus a margin, ``backend.engine.local.quiet``)."""
     paths: tuple[str, ...] = ("baseline", "optimized")
     attention: tuple[str, ...] | None = None
     """``attention_config`` values (JSON) to run the optimized path with beside vLLM's own, each a

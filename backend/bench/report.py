@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from backend.bench.roofs import Roofs
     from backend.bench.step_costs import StepCosts
     from backend.config.settings import Settings
-    from backend.engine.model_source import ModelSource
+    from backend.engine.model.source import ModelSource
 
 SCHEMA_VERSION = 2
 
@@ -256,7 +256,7 @@ class BenchReport:
 def _probe_lengths(settings: Settings) -> dict[int, float]:
     """The demo model's measured acceptance lengths, where its probe choice is stored here."""
     from backend.bench.step_costs import measured_lengths
-    from backend.engine.model_source import resolve
+    from backend.engine.model.source import resolve
     from backend.engine.platform import on_gpu
     from backend.engine.speculation.choice import choice_key
     from backend.engine.speculation.kept import stored_choice

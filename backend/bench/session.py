@@ -6,7 +6,7 @@ Order: measure the machine's roofs (on a GPU in a child process, gone before any
 then ``repetitions`` times, each workload on each path back to back, the order alternating
 (A B, B A, A B, …) so that drift on the machine falls on both paths alike, each run from an empty
 prefix cache, and each only once the engine that ran before it has stopped looking at its ring
-(``backend.engine.quiet``: stock vLLM's worker holds a core for a second after a request). An
+(``backend.engine.local.quiet``: stock vLLM's worker holds a core for a second after a request). An
 idle engine then spends no CPU, so both stay up; where the machine's free memory cannot hold a
 second engine the paths run one after the other instead (and the report says so). Where both
 paths would get identical engine arguments and environment only one engine runs: the report says that
@@ -32,15 +32,15 @@ from backend.bench.variants import attention_variants
 from backend.bench.workload_runs import BenchPrompt, WorkloadRun, run_chat, run_sequential, run_throughput
 from backend.bench.workloads import Workloads, load_workloads
 from backend.config.settings import Settings
-from backend.engine.factory import remote_engine, server_for
-from backend.engine.memory_plan import MemoryPlan
-from backend.engine.model_source import ModelSource
-from backend.engine.placement import plan_for
+from backend.engine.gpu.memory_plan import MemoryPlan
+from backend.engine.local.quiet import settle, settle_s
+from backend.engine.local.vllm import VllmEngine
+from backend.engine.model.source import ModelSource
+from backend.engine.paths.placement import plan_for
+from backend.engine.paths.profiles import EngineConfig, EngineProfile, engine_config
 from backend.engine.platform import process_tree_rss, room_for_another
-from backend.engine.profiles import EngineConfig, EngineProfile, engine_config
 from backend.engine.protocol import Engine
-from backend.engine.quiet import settle, settle_s
-from backend.engine.vllm import VllmEngine
+from backend.engine.session.factory import remote_engine, server_for
 
 
 def model_threads(settings: Settings, source: ModelSource) -> int:
@@ -49,8 +49,8 @@ def model_threads(settings: Settings, source: ModelSource) -> int:
     cores = os.cpu_count() or 1
     if settings.engine.cpu_all_cores or cores == 1:
         return cores
+    from backend.engine.paths.profiles import EngineProfile, engine_config
     from backend.engine.platform import on_gpu
-    from backend.engine.profiles import EngineProfile, engine_config
     from backend.kernels.env import THREADS_ENV as CPU_LINEAR_THREADS_ENV
 
     if on_gpu():

@@ -159,8 +159,8 @@ async def run_step_costs(source: Any, settings: Any, options: Any, log_dir: Any,
     from dataclasses import replace
 
     from backend.bench.options import BENCH_LOG
-    from backend.engine.profiles import Argument, EngineProfile, engine_config
-    from backend.engine.vllm import VllmEngine
+    from backend.engine.local.vllm import VllmEngine
+    from backend.engine.paths.profiles import Argument, EngineProfile, engine_config
     from backend.gemma4.messages import ChatMessage
 
     small = settings.engine.model_copy(

@@ -28,10 +28,10 @@ if TYPE_CHECKING:
     from backend.bench.workload_runs import WorkloadRun
     from backend.bench.workloads import Workloads
     from backend.config.settings import Settings
-    from backend.engine.memory_plan import MemoryPlan
-    from backend.engine.model_source import ModelSource
+    from backend.engine.gpu.memory_plan import MemoryPlan
+    from backend.engine.model.source import ModelSource
     from backend.engine.parity import ParityReport
-    from backend.engine.profiles import EngineConfig
+    from backend.engine.paths.profiles import EngineConfig
 
 WarmUp = Callable[[Any, str, "BenchOptions", "Workloads", "Progress"], Awaitable[None]]
 RunAll = Callable[
@@ -49,8 +49,8 @@ def card_variants(source: ModelSource, plan: MemoryPlan | None, exact: bool) -> 
     backend on every layer, or in exact mode (batch-invariant kernels are chosen for it)."""
     if plan is None or exact:
         return ()
-    from backend.engine.gpu import detect_gpu
-    from backend.engine.gpu_attention import ModelAttention, attention_candidates
+    from backend.engine.gpu.attention import ModelAttention, attention_candidates
+    from backend.engine.gpu.card import detect_gpu
 
     gpu = detect_gpu()
     if gpu is None:
@@ -155,7 +155,7 @@ async def measure_variants(
     functions, passed in), shut down; the runs, and why each variant that failed did (the others
     go on)."""
     from backend.bench.options import BENCH_LOG
-    from backend.engine.vllm import VllmEngine
+    from backend.engine.local.vllm import VllmEngine
 
     runs: dict[str, dict[str, list[WorkloadRun]]] = {}
     failed: dict[str, str] = {}

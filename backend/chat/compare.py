@@ -18,8 +18,8 @@ from backend.compat.prefill_drafts import ENV as NO_PREFILL_DRAFTS_ENV
 from backend.compat.row_exact_linear import ENV as ROW_EXACT_ENV
 from backend.compat.sampled_row_drafts import ENV as SAMPLED_ROW_DRAFTS_ENV
 from backend.compat.uni_worker import ENV as UNI_WORKER_ENV
-from backend.engine.compile_cache import GRAPH_KEY
 from backend.engine.parity import SAME_PATHS, TokenParity
+from backend.engine.paths.compile_cache import GRAPH_KEY
 from backend.engine.protocol import EngineInfo, Finished
 from backend.kernels.env import KERNEL_ENV, THREADS_ENV
 

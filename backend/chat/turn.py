@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from backend.chat.compare import CompareResult, kernel_mode, path_differences
 from backend.chat.tool_budget import declarations_too_large
 from backend.config.settings import ToolSettings
+from backend.engine.local.quiet import settle
 from backend.engine.metrics import TurnMetrics
 from backend.engine.parity import compare_tokens, tokenization_difference
 from backend.engine.protocol import (
@@ -37,7 +38,6 @@ from backend.engine.protocol import (
     SamplingSettings,
     TurnEvent,
 )
-from backend.engine.quiet import settle
 from backend.engine.reply_events import ReplyDelta, finish_step, read_step
 from backend.errors import PromptTooLong
 from backend.gemma4.defuse import Structure
@@ -95,7 +95,7 @@ class TurnOptions:
     """Gemma 4's thinking mode: the prompt asks for a thought before the answer."""
     compare_settle_s: float | None = None
     """The pause between a comparison's paths (None: until stock vLLM's worker stops spinning after
-    the first path's request, ``backend.engine.quiet``), so the second path is timed alone."""
+    the first path's request, ``backend.engine.local.quiet``), so the second path is timed alone."""
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ child is a spawned engine core (its parent is this process, its sentinel the pip
 
 It hands over only where the child cannot tell the difference: the process is vLLM's engine core;
 the environment is the one the waiting interpreter runs with, variable for variable (vLLM sets
-some while it starts: ``backend.engine.start_env`` learns them from the previous start); standard
+some while it starts: ``backend.engine.local.start_env`` learns them from the previous start); standard
 error is the same file; nothing needs passing but the pipe and the resource tracker's descriptor.
 Otherwise the waiting interpreter is ended and vLLM spawns as always. A start that never reaches
 the spawn ends the waiting interpreter too (``Waiting.end``).

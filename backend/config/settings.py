@@ -43,7 +43,7 @@ class EngineSettings(Strict):
     """Context window in tokens (up to Gemma 4's 128K); unset picks one from this machine's memory."""
     kv_cache_gib: float | None = Field(default=None, gt=0, le=1024)
     """CPU only: GiB of host memory for each engine's KV cache; unset sizes it for the model
-    (16 full-window requests, 0.25-2 GiB: ``backend/engine/kv_size.py``)."""
+    (16 full-window requests, 0.25-2 GiB: ``backend/engine/cpu/kv_size.py``)."""
     gpu_memory_utilization: float = Field(default=0.85, gt=0, le=0.95)
     """GPU only: the most of the card gemma-chat's engines may take together; one engine alone gets
     all of it, two side by side split it (the memory plan, ``gemma-chat profiles``)."""

@@ -35,7 +35,7 @@ OTHER_VARIABLES = frozenset(
         "GEMMA_CHAT_NO_MALLOC_TRIM",  # backend/compat/malloc_trim.py
         "GEMMA_CHAT_FULL_WARMUP",  # backend/compat/short_warmup.py
         "GEMMA_CHAT_SLOW_STEP_MS",  # backend/compat/slow_steps.py (tests)
-        "GEMMA_CHAT_FORCE_HOST_MEMORY_GIB",  # backend/engine/host_plan.py
+        "GEMMA_CHAT_FORCE_HOST_MEMORY_GIB",  # backend/engine/cpu/host_plan.py
         "GEMMA_CHAT_FORCE_SPECULATION_DECISION",  # backend/engine/speculation/first_start.py
         "GEMMA_CHAT_TESTS_SERIAL",  # tests/__main__.py
         "GEMMA_CHAT_OWNER",  # backend/lifetime: the owning process, for watchdogs

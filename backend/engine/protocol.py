@@ -3,7 +3,7 @@
 An ``Engine`` starts once, then streams turns: ``stream(request)`` yields ``Started``,
 any number of ``Delta`` and ``MetricsUpdate``, then exactly one of ``Finished``,
 ``Cancelled`` or ``Failed``. ``abort(request_id)`` cancels a turn; ``shutdown()`` ends
-the engine and its child processes. The vLLM implementation is ``backend.engine.vllm``;
+the engine and its child processes. The vLLM implementation is ``backend.engine.local.vllm``;
 UI tests use a fake that emits the same events.
 """
 

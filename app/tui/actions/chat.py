@@ -15,7 +15,7 @@ from backend.chat.conversation import Conversation
 from backend.chat.export import chat_markdown, receipt_json
 from backend.chat.store import ChatStore, StoreError
 from backend.config.settings import Settings
-from backend.engine.pool import EnginePool
+from backend.engine.session.pool import EnginePool
 
 
 class ChatHost(Protocol):

@@ -10,9 +10,9 @@ from typing import Any, Protocol
 from textual import work
 
 from app.tui.widgets.status_bar import StatusBar
-from backend.engine.pool import EnginePool, EngineState
-from backend.engine.server_http import remote_label
-from backend.engine.swap import path_note
+from backend.engine.remote.server_http import remote_label
+from backend.engine.session.pool import EnginePool, EngineState
+from backend.engine.session.swap import path_note
 from backend.errors import GemmaChatError
 
 PATHS = ("optimized", "baseline")

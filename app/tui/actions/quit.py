@@ -16,7 +16,7 @@ from app.tui.widgets.compare_view import CompareView
 from app.tui.widgets.message_view import MessageView
 from backend.chat.conversation import Conversation
 from backend.chat.turn import TurnPipeline
-from backend.engine.pool import EnginePool
+from backend.engine.session.pool import EnginePool
 
 SIGNALS = {signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP", signal.SIGINT: "SIGINT"}
 STOP_TIMEOUT_S = 5.0

@@ -20,8 +20,8 @@ from app.tui.widgets.status_bar import StatusBar
 from backend.chat.conversation import Conversation
 from backend.chat.turn import TurnOptions, TurnPipeline
 from backend.config.settings import Settings
-from backend.engine.pool import EnginePool
 from backend.engine.protocol import SamplingSettings
+from backend.engine.session.pool import EnginePool
 from backend.errors import GemmaChatError
 from backend.media.attachment import Attachment
 from backend.tools.runner import ToolRunner

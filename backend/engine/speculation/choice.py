@@ -33,7 +33,7 @@ from backend.engine.speculation.load_rule import describe_steps
 
 if TYPE_CHECKING:
     from backend.config.settings import EngineSettings
-    from backend.engine.model_source import ModelSource
+    from backend.engine.model.source import ModelSource
 
 PROBE_DRAFTS = 4
 AUTO_MOST_DRAFTS = PROBE_DRAFTS
@@ -354,7 +354,7 @@ def choice_key(source: ModelSource, settings: EngineSettings, gpu: bool) -> str:
     version, CPU features, cores, what the optimized path adds to a CPU engine's environment (the linear
     kernel's build and threads, every core, how its drafter runs) and the process environment
     (executor, threads): a choice measured under others does not apply."""
-    from backend.engine.cpu_env import optimized_cpu_env, speculating_cpu_env
+    from backend.engine.cpu.env import optimized_cpu_env, speculating_cpu_env
     from backend.provenance import cpu_flags
 
     parts: list[str] = [settings.dtype, _gpu_name() if gpu else f"cpu-{platform.machine()}", _vllm_version()]

@@ -24,8 +24,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from backend.engine.footprint import GIB, _dtype_bytes, layer_head_dim
-from backend.engine.memory_plan import MemoryPlan
+from backend.engine.gpu.memory_plan import MemoryPlan
+from backend.engine.model.footprint import GIB, _dtype_bytes, layer_head_dim
 
 FLOOR = 8192
 """Tokens every planned engine holds: a 32-frame video (2,496 tokens) with its prompt, the tool

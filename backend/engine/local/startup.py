@@ -11,7 +11,7 @@ cache's load) begun and ended, the KV cache allocated. ``StartupTimings`` lays t
 * compile, or cache load where the compile cache loaded (backend.compat.aot_cache_load);
 * KV cache: the cache allocated and vLLM's own profiling run;
 * hand-over: the engine core ready to the engine handed out (tokenizer, prompt renderer);
-* warm-up: the short request before the first timed turn (backend.engine.warmup);
+* warm-up: the short request before the first timed turn (backend.engine.session.warmup);
 * first token: the prompt's first token.
 
 A stage whose marks are missing (an eager engine compiles nothing) is folded into the next one.

@@ -16,7 +16,7 @@ the card waits on memory and drafts are nearly free, with many it is compute-bou
 rejected draft is work thrown away. ``draft_schedule`` keeps the path's drafts up to
 ``FULL_DRAFTS_UP_TO`` running requests, one draft up to ``ONE_DRAFT_UP_TO``, none above (vLLM's
 ``num_speculative_tokens_per_batch_size``). Those thresholds are estimates from that reasoning;
-``profiles --measure`` measures them on the card (``backend.engine.speculation.by_load``), and a
+``profiles --measure`` measures them on the card (``backend.engine.probe.by_load``), and a
 measured schedule replaces them (``gpu_draft_schedule``). Tokens cannot move with them: drafts only
 decide how many tokens a step may accept.
 """
@@ -26,10 +26,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from backend.engine.footprint import kv_bytes_per_request
-from backend.engine.gpu_window import BATCHED_TOKENS as BATCHED_TOKENS  # its own setting, kept by the window
-from backend.engine.gpu_window import kv_room
-from backend.engine.memory_plan import MemoryPlan
+from backend.engine.gpu.memory_plan import MemoryPlan
+from backend.engine.gpu.window import BATCHED_TOKENS as BATCHED_TOKENS  # its own setting, kept by the window
+from backend.engine.gpu.window import kv_room
+from backend.engine.model.footprint import kv_bytes_per_request
 from backend.engine.speculation.choice import SpeculationChoice
 from backend.engine.speculation.load_rule import describe_steps, vllm_schedule
 

@@ -1,12 +1,12 @@
 """The vLLM arguments and environment a GPU adds to an engine path: its share of memory from the
 plan, sleep mode where the plan swaps engines, batch-invariant mode for ``exact``. What vLLM picks
-for attention on the card, and the other candidates, is ``backend.engine.gpu_attention``."""
+for attention on the card, and the other candidates, is ``backend.engine.gpu.attention``."""
 
 from __future__ import annotations
 
 from backend.config.settings import EngineSettings
 from backend.engine.argument import Argument
-from backend.engine.memory_plan import MemoryPlan
+from backend.engine.gpu.memory_plan import MemoryPlan
 
 BATCH_INVARIANT_ENV = "VLLM_BATCH_INVARIANT"
 

@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from backend.engine.flashinfer_kernels import flashinfer_kernels_missing, installed_version
+from backend.engine.gpu.flashinfer_kernels import flashinfer_kernels_missing, installed_version
 
 VLLM_PRIORITY: dict[int | None, tuple[str, ...]] = {
     10: ("FLASHINFER", "FLASH_ATTN", "TRITON_ATTN", "FLEX_ATTENTION", "TURBOQUANT"),

@@ -21,13 +21,16 @@ import psutil
 
 from backend.compat import draft_schedule, early_core
 from backend.config import cache_json
-from backend.engine import compile_cache, footprints, processes, start_env
 from backend.engine import env as vllm_env
-from backend.engine.log import diagnose, tail
+from backend.engine.cpu import footprints, processes
+from backend.engine.local import start_env
+from backend.engine.local.log import diagnose, tail
+from backend.engine.local.sampling import sampling_params
 from backend.engine.metrics import MetricsTracker
-from backend.engine.model_source import ModelSource
+from backend.engine.model.source import ModelSource
+from backend.engine.paths import compile_cache
+from backend.engine.paths.profiles import EngineConfig
 from backend.engine.platform import cpu_build
-from backend.engine.profiles import EngineConfig
 from backend.engine.protocol import (
     Cancelled,
     Delta,
@@ -40,10 +43,8 @@ from backend.engine.protocol import (
     Started,
     TurnEvent,
 )
-from backend.engine.sampling import sampling_params
 from backend.engine.speculation.first_start import with_drafts_settled
 from backend.engine.speculation.reply_check import ReplyCheck
-from backend.engine.start_env import StartEnv
 from backend.engine.stats import EngineStats, stat_logger_factory
 from backend.errors import EngineDied, EngineStartFailed, GemmaChatError
 from backend.gemma4.messages import ChatMessage, PromptRenderer, RenderedPrompt
@@ -190,7 +191,7 @@ class VllmEngine:
         self._env_before = start_env.predicted(environment, self.config.env_values(), {})
         if early_core.turned_off() or not cpu_build():
             return
-        changes = StartEnv().changes(self._env_key)
+        changes = start_env.StartEnv().changes(self._env_key)
         if changes is None:
             return
         try:
@@ -221,7 +222,7 @@ class VllmEngine:
             finally:
                 spawned_with = early_core.withdraw()
                 if spawned_with is not None:
-                    StartEnv().record(self._env_key, start_env.changed(before, spawned_with))
+                    start_env.StartEnv().record(self._env_key, start_env.changed(before, spawned_with))
                 self._end_early()
                 self._building = None
                 vllm_env.restore_env(previous)

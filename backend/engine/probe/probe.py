@@ -29,22 +29,23 @@ from typing import TypeVar
 
 from backend.config.settings import EngineSettings
 from backend.engine.argument import Argument
-from backend.engine.gpu import detect_gpu
-from backend.engine.gpu_attention import ModelAttention, attention_candidates
-from backend.engine.model_source import ModelSource
-from backend.engine.placement import plan_for
+from backend.engine.gpu.attention import ModelAttention, attention_candidates
+from backend.engine.gpu.card import detect_gpu
+from backend.engine.local.quiet import settle
+from backend.engine.local.vllm import VllmEngine
+from backend.engine.model.source import ModelSource
+from backend.engine.paths.placement import plan_for
+from backend.engine.paths.profiles import engine_config
 from backend.engine.platform import on_gpu, process_tree_rss, room_for_another
-from backend.engine.profiles import engine_config
-from backend.engine.prompt_sets import parity_prompts
-from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
-from backend.engine.quiet import settle
-from backend.engine.speculation.by_load import default_levels, with_drafts_by_load
-from backend.engine.speculation.candidates import (
+from backend.engine.probe.by_load import default_levels, with_drafts_by_load
+from backend.engine.probe.candidates import (
     _Candidate,
     exact_config,
     in_exact_mode,
     probe_profiles,
 )
+from backend.engine.prompt_sets import parity_prompts
+from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
 from backend.engine.speculation.choice import (
     PROBE_DRAFTS,
     SpeculationChoice,
@@ -56,7 +57,6 @@ from backend.engine.speculation.choice import (
 )
 from backend.engine.speculation.kept import store_choice
 from backend.engine.speculation.replies import final_reply
-from backend.engine.vllm import VllmEngine
 from backend.errors import GemmaChatError, problem_of
 from backend.gemma4.messages import PromptRenderer
 

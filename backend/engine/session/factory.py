@@ -12,14 +12,14 @@ from typing import Any
 
 from backend.config import paths
 from backend.config.settings import Settings
-from backend.engine.host_plan import HostPlan
-from backend.engine.memory_plan import MemoryPlan
-from backend.engine.model_source import ModelSource, resolve
-from backend.engine.placement import host_plan_for, plan_for
-from backend.engine.profiles import EngineProfile, engine_config
+from backend.engine.cpu.host_plan import HostPlan
+from backend.engine.gpu.memory_plan import MemoryPlan
+from backend.engine.local.vllm import VllmEngine
+from backend.engine.model.source import ModelSource, resolve
+from backend.engine.paths.placement import host_plan_for, plan_for
+from backend.engine.paths.profiles import EngineProfile, engine_config
 from backend.engine.protocol import EngineInfo, EngineRequest, Failed, ProgressCallback, TurnEvent
-from backend.engine.remote import RemoteEngine
-from backend.engine.vllm import VllmEngine
+from backend.engine.remote.engine import RemoteEngine
 from backend.errors import EngineStartFailed, GemmaChatError
 from backend.gemma4.messages import ChatMessage, RenderedPrompt
 
@@ -75,7 +75,7 @@ def server_for(settings: Settings, profile: str) -> str | None:
 
 def remote_engine(settings: Settings, url: str, profile: str) -> RemoteEngine:
     """A server's engine; the chat template comes from the local model (or the served path)."""
-    from backend.engine.model_source import DEFAULT_MODEL, resolve
+    from backend.engine.model.source import DEFAULT_MODEL, resolve
 
     tokenizer: Path | None = None
     problem = ""

@@ -2,14 +2,14 @@
 
 ``EnginePool(factory)`` takes a factory ``profile name -> Engine`` (the vLLM one in the app,
 a fake in UI tests). ``ensure(name)`` starts that path's engine once — concurrent callers
-wait for the same start — and warms it up (backend.engine.warmup) before handing it out, so the
+wait for the same start — and warms it up (backend.engine.session.warmup) before handing it out, so the
 first turn a person sees timed runs on a warm engine. It reports each change of state to the
 listeners, which is how the UI shows "starting 12s of ~35s" (the last start's duration,
-backend.engine.start_history), "ready" or the failure in one sentence.
+backend.engine.session.start_history), "ready" or the failure in one sentence.
 
 ``swapping`` (a callable asked once, off the event loop: the memory plan may need the model
 resolved) puts the pool in swap mode, where one engine at a time is on the device
-(``backend.engine.swap``): states then also read ``asleep`` or ``stopped`` for the swapped-out path.
+(``backend.engine.session.swap``): states then also read ``asleep`` or ``stopped`` for the swapped-out path.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from backend.engine.protocol import Engine, EngineInfo, PathEngine
-from backend.engine.start_history import StartHistory
-from backend.engine.swap import ResidentEngine, Swapper
-from backend.engine.warmup import warm_up
+from backend.engine.session.start_history import StartHistory
+from backend.engine.session.swap import ResidentEngine, Swapper
+from backend.engine.session.warmup import warm_up
 from backend.errors import GemmaChatError
 
 EngineFactory = Callable[[str], Engine]
@@ -38,7 +38,7 @@ class EngineState:
     started_at: float | None = None
     info: EngineInfo | None = None
     expected_s: float | None = None
-    """How long this engine's last start took (backend.engine.start_history), while it starts."""
+    """How long this engine's last start took (backend.engine.session.start_history), while it starts."""
 
     @property
     def ready(self) -> bool:

@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 
 from backend.config.settings import EngineSettings
-from backend.engine.footprint import engine_footprint
-from backend.engine.gpu import GpuFacts, check_dtype, check_gpu, detect_gpu
-from backend.engine.gpu_window import plan_tokens
-from backend.engine.host_plan import HostPlan, estimated_footprint, plan_host
-from backend.engine.memory_plan import MemoryPlan, plan_memory
-from backend.engine.model_source import ModelSource
+from backend.engine.cpu.host_plan import HostPlan, estimated_footprint, plan_host
+from backend.engine.gpu.card import GpuFacts, check_dtype, check_gpu, detect_gpu
+from backend.engine.gpu.memory_plan import MemoryPlan, plan_memory
+from backend.engine.gpu.window import plan_tokens
+from backend.engine.model.footprint import engine_footprint
+from backend.engine.model.source import ModelSource
 
 
 def context_tokens(source: ModelSource, settings: EngineSettings) -> int:
@@ -59,8 +59,8 @@ def plan_for(source: ModelSource, settings: EngineSettings, gpu: GpuFacts | None
 def host_plan_for(source: ModelSource, settings: EngineSettings) -> HostPlan:
     """The plan for both paths' CPU engines in this machine's RAM; raises ``HostRefused`` where not
     even one fits."""
-    from backend.engine import footprints
-    from backend.engine.kv_size import cpu_kv_cache, cpu_window
+    from backend.engine.cpu import footprints
+    from backend.engine.cpu.kv_size import cpu_kv_cache, cpu_window
 
     window = cpu_window(source.path, settings.max_model_len)
     kv = int(cpu_kv_cache(settings.kv_cache_gib, source.path, window, settings.dtype, source.drafter).value)

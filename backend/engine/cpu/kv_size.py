@@ -16,7 +16,7 @@ import math
 from pathlib import Path
 
 from backend.engine.argument import Argument
-from backend.engine.footprint import kv_bytes_per_request
+from backend.engine.model.footprint import kv_bytes_per_request
 
 GIB = 2**30
 SIZED_REQUESTS = 16
@@ -33,7 +33,7 @@ STEP = 64 * 2**20
 def cpu_window(model: Path, max_model_len: int | None) -> int:
     """A CPU engine's context window: the setting, else what this machine's memory suits, within
     the model's maximum (the engine's arguments and the host plan's KV sizing read it alike)."""
-    from backend.engine.gpu_window import model_max_len
+    from backend.engine.gpu.window import model_max_len
     from backend.engine.platform import default_max_model_len
 
     return max_model_len or min(default_max_model_len(), model_max_len(model))
@@ -75,8 +75,8 @@ def cpu_kv_cache(
 def host_room(model: Path, drafter: Path | None) -> int | None:
     """RAM left for one engine's KV cache: this machine's total (or the forced amount) less the
     app, a margin, a start's transient, the weights (with the drafter's) and the runtime."""
-    from backend.engine.footprint import checkpoint_size
-    from backend.engine.host_plan import APP_BYTES, MARGIN_BYTES, RUNTIME_BYTES, START_BYTES, host_total
+    from backend.engine.cpu.host_plan import APP_BYTES, MARGIN_BYTES, RUNTIME_BYTES, START_BYTES, host_total
+    from backend.engine.model.footprint import checkpoint_size
 
     try:
         weights = sum(checkpoint_size(path).bytes for path in (model, drafter) if path is not None)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.config import cache_json, paths
-from backend.engine.footprint import GIB, Size
+from backend.engine.model.footprint import GIB, Size
 
 FILE_NAME = "engine-footprints.json"
 
@@ -69,7 +69,7 @@ def engine_key(engine_kwargs: dict[str, object], profile: str) -> str | None:
 
 def remember(engine_kwargs: dict[str, object], profile: str, spawned: list[Any]) -> None:
     """Record a ready CPU engine's footprint: its processes' (``spawned``) anonymous resident memory."""
-    from backend.engine.processes import resident_anon_bytes
+    from backend.engine.cpu.processes import resident_anon_bytes
 
     entry = engine_key(engine_kwargs, profile)
     if entry is not None:

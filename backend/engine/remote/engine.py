@@ -13,7 +13,7 @@ one request at a time) come from ``/metrics``; the parallel layout from ``/serve
 server offers it. Closing the stream aborts the request on the server. The OpenAI client never
 retries (``max_retries=0``): a failed turn is never generated twice. A turn with images or audio
 goes to ``/v1/chat/completions`` as data URLs with the same rendered prompt
-(``backend.engine.remote_media``); a video is refused before sending, with a message.
+(``backend.engine.remote.media``); a video is refused before sending, with a message.
 """
 
 from __future__ import annotations
@@ -36,21 +36,21 @@ from backend.engine.protocol import (
     Started,
     TurnEvent,
 )
-from backend.engine.remote_checks import ChunkReader, Deadlines, ServerSilent, served_model
-from backend.engine.remote_media import MediaNotSendable, media_parts
-from backend.engine.remote_wire import (
+from backend.engine.remote.checks import ChunkReader, Deadlines, ServerSilent, served_model
+from backend.engine.remote.media import MediaNotSendable, media_parts
+from backend.engine.remote.server_http import (
+    GaugePoller,
+    server_parallel,
+    server_tokens,
+    with_server_gauges,
+)
+from backend.engine.remote.wire import (
     chat_args,
     choice_text,
     client_metrics,
     completion_args,
     final_metrics,
     plain,
-)
-from backend.engine.server_http import (
-    GaugePoller,
-    server_parallel,
-    server_tokens,
-    with_server_gauges,
 )
 from backend.engine.tokenizer_check import TokenizerDivergence, first_divergence
 from backend.errors import EngineStartFailed
@@ -349,7 +349,7 @@ class RemoteEngine:
 
 def _modalities(model_dir: Path) -> frozenset[str]:
     """What the served model takes, from its local config (text only where there is none here)."""
-    from backend.engine.model_source import ModelSource
+    from backend.engine.model.source import ModelSource
 
     if not (model_dir / "config.json").is_file():
         return frozenset({"text"})

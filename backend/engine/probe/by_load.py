@@ -36,8 +36,8 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from pathlib import Path
 
-    from backend.engine.model_source import ModelSource
-    from backend.engine.profiles import EngineConfig
+    from backend.engine.model.source import ModelSource
+    from backend.engine.paths.profiles import EngineConfig
     from backend.engine.protocol import TurnEvent
     from backend.engine.speculation.choice import SpeculationChoice
     from backend.gemma4.messages import PromptRenderer
@@ -190,7 +190,7 @@ async def _on_engine(
 ) -> T:
     """``work`` on a started, warmed-up engine of ``config``, shut down after (on a GPU it holds
     the optimized path's share: one at a time)."""
-    from backend.engine.vllm import VllmEngine
+    from backend.engine.local.vllm import VllmEngine
 
     engine = VllmEngine(source, config, log_path=log_path)
     try:

@@ -30,8 +30,8 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from backend.engine.footprint import GIB, RUNTIME_BYTES, Footprint
-from backend.engine.gpu import GpuFacts, GpuRefused
+from backend.engine.gpu.card import GpuFacts, GpuRefused
+from backend.engine.model.footprint import GIB, RUNTIME_BYTES, Footprint
 
 Mode = Literal["side-by-side", "swap"]
 SLEEP_CONTEXT_BYTES = GIB // 2

@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING
 
 from backend.config.settings import EngineSettings
 from backend.engine.argument import Argument
-from backend.engine.gpu_args import exact_attention, gpu_env
-from backend.engine.model_source import ModelSource
-from backend.engine.profiles import EngineConfig, EngineProfile
+from backend.engine.gpu.args import exact_attention, gpu_env
+from backend.engine.model.source import ModelSource
+from backend.engine.paths.profiles import EngineConfig, EngineProfile
 from backend.engine.speculation.choice import PROBE_DRAFTS, ProbeRun, candidate_label
 from backend.engine.stats import StepRecord
 
 if TYPE_CHECKING:
-    from backend.engine.vllm import VllmEngine
+    from backend.engine.local.vllm import VllmEngine
 
 
 def probe_profiles(

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from backend.engine.footprint import GIB, Size, checkpoint_size
-from backend.engine.gpu import GpuRefused
+from backend.engine.gpu.card import GpuRefused
+from backend.engine.model.footprint import GIB, Size, checkpoint_size
 
 Mode = Literal["side-by-side", "swap"]
 FORCE_ENV = "GEMMA_CHAT_FORCE_HOST_MEMORY_GIB"

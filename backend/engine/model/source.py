@@ -122,7 +122,7 @@ def _generated_drafter(path: Path) -> Path | None:
 def resolve(model: str | None, demo: bool = False, drafter: str | None = None) -> ModelSource:
     """The checkpoint for ``--model`` (default Gemma 4 E2B) or ``--demo``, with its drafter
     (``drafter``: a folder given in settings, else found by ``drafters.find_drafter``)."""
-    from backend.engine.drafters import explicit_drafter, find_drafter
+    from backend.engine.model.drafters import explicit_drafter, find_drafter
 
     if demo:
         return demo_model()

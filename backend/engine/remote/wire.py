@@ -10,7 +10,7 @@ from typing import Any
 
 from backend.engine.metrics import TurnMetrics
 from backend.engine.protocol import EngineRequest
-from backend.engine.remote_media import JOIN_TEMPLATE
+from backend.engine.remote.media import JOIN_TEMPLATE
 
 
 def completion_args(model: str, request: EngineRequest) -> dict[str, Any]:
