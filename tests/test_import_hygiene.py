@@ -177,3 +177,24 @@ def test_imports_run_down_the_rooms_only() -> None:
     ]
     assert upward == [], "imports that run up: " + "; ".join(upward)
     assert _room("backend.gemma4.reply") == "backend.gemma4" and "chat" in PACKAGES
+
+
+APP_ROOMS = ("app", "app.bootstrap", "app.failure_log", "app.tui", "app.commands", "app.cli", "app.__main__")
+"""The app's rooms from the bottom up: the TUI below the commands that build it, the command line
+above them, ``python3 -m app`` on top; every one of them may import the backend."""
+
+
+def test_the_apps_imports_run_down_its_rooms_too() -> None:
+    def room(module: str) -> str:
+        return max((r for r in APP_ROOMS if module == r or module.startswith(r + ".")), key=len, default="")
+
+    graph = _module_graph()
+    app = sorted(name for name in graph if name == "app" or name.startswith("app."))
+    assert [name for name in app if not room(name)] == [], "every app module is in a room"
+    upward = [
+        f"{name} -> {target}"
+        for name in app
+        for target in sorted(graph[name])
+        if target.startswith("app") and APP_ROOMS.index(room(target)) > APP_ROOMS.index(room(name))
+    ]
+    assert upward == [], "imports that run up: " + "; ".join(upward)
