@@ -98,3 +98,8 @@ def test_compare_on_a_host_that_holds_one_engine_swaps_and_says_so(tmp_path: Pat
     assert "memory holds one engine at a time" in done.stderr, done.stderr[-3000:]
     assert "engines swapped (memory holds one at a time; the swap is not timed)" in done.stdout, done.stdout
     assert "parity: identical" in done.stdout, done.stdout
+    starts = [line for line in done.stderr.splitlines() if line.startswith("gemma-chat: starting the ")]
+    assert [line.split()[3] for line in starts] == ["baseline", "optimized"], "each path starts once"
+    assert "(the other is stopped: one fits in memory)" in starts[1] and "stopped" not in starts[0]
+    assert "gemma-chat: optimized engine: speculation: " in done.stderr, "said once it has started"
+    assert "optimized path here: " in done.stdout, done.stdout

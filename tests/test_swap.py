@@ -154,6 +154,28 @@ async def test_f2_and_compare_swap_engines_in_the_app(tmp_path: Path) -> None:
     assert engines["optimized"].starts >= 2
 
 
+async def test_a_swapped_compare_runs_the_engine_on_the_device_first(tmp_path: Path) -> None:
+    """A compare swaps once, not twice: the path whose engine is on the device runs first (the
+    chat's alternation would have started the other, then swapped back)."""
+    device = Device()
+    app, engines = _swapping_app(tmp_path, device)
+    async with app.run_test() as pilot:
+        await wait_until(pilot, lambda: app.pool.state("optimized").ready)
+        await pilot.press("f3")
+        await send(app, pilot, "Compare this")  # baseline started, then optimized again
+        assert (engines["baseline"].starts, engines["optimized"].starts) == (1, 2)
+        await pilot.press("f2")  # the baseline path: its engine swaps in now
+        await wait_until(pilot, lambda: app.pool.state("baseline").ready)
+        await send(app, pilot, "Which path?")
+        assert (engines["baseline"].starts, engines["optimized"].starts) == (2, 2)
+        await pilot.press("f3")  # the chat's second compare would start with the optimized path
+        await send(app, pilot, "Compare again")
+        assert (engines["baseline"].starts, engines["optimized"].starts) == (2, 3), "one swap"
+        assert device.most == 1
+        views = list(app.query(CompareView))
+        assert views[-1].panes["baseline"].text == views[-1].panes["optimized"].text != ""
+
+
 async def test_the_status_bar_shows_the_swap(tmp_path: Path) -> None:
     device = Device()
     engines: dict[str, DeviceEngine] = {}

@@ -15,11 +15,12 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TextIO
 
 from app.commands.ask_output import AskOutput, JsonReport, TextPrinter
 from app.commands.flags import COMPARE, settings_from_args
-from backend.chat.compare import CompareResult
+from backend.chat.compare import CompareResult, path_differences
 from backend.chat.rendering import dispatch
 from backend.chat.turn import FixedPrompt, TurnOptions, TurnPipeline, check_towers
 from backend.chat.verdict import Verdict
@@ -31,7 +32,7 @@ from backend.engine.paths.placement import host_plan_for, plan_for
 from backend.engine.protocol import Engine, EngineInfo, Finished, PathEngine, SamplingSettings
 from backend.engine.reply_events import ReplyDelta
 from backend.engine.session.factory import make_engine, new_log_path, remote_engine, resolve_model, server_for
-from backend.engine.session.swap import ResidentEngine, Swapper
+from backend.engine.session.swap import ResidentEngine, Swapper, info_before_start
 from backend.engine.session.warmup import warm_up
 from backend.errors import GemmaChatError
 from backend.gemma4.messages import ChatMessage
@@ -130,24 +131,32 @@ async def _ask(
     swapping: bool = False,
 ) -> int:
     """Start the engines, run the turn (compare: on both), print it; the exit code. ``swapping``:
-    the memory holds one engine at a time — each path's engine is started (and warmed up) when its
-    turn comes, the other stopped first (``Swapper``); no figure includes the swap."""
+    the memory holds one engine at a time — the baseline's engine starts now, the optimized path's
+    when its turn comes, the baseline's stopped first (``Swapper``): each starts once, and until it
+    has, the optimized path is checked against what its configuration fixes
+    (``info_before_start``); no figure includes the swap."""
     mark = clock.mark if clock is not None else (lambda _stage: None)
+    later: dict[str, EngineInfo] = {}
     if swapping:
         console.write(
             "gemma-chat: this machine's memory holds one engine at a time: compare runs the baseline, "
             "stops its engine and starts the optimized path's (the swap is not timed)\n"
         )
-        engines = swapped_engines(engines, out.progress)
+        later = {name: info for name, engine in engines.items() if (info := info_before_start(engine))}
+        later.pop(next(iter(engines)), None)  # the path that runs first starts now
+        engines = swapped_engines(engines, out.progress, model)
     try:
         first = next(iter(engines.values()))
         if isinstance(first, VllmEngine):  # the model folder's template, before minutes of engine start
             await asyncio.to_thread(
                 first.render, pipeline.source.messages(), [], think=pipeline.options.think
             )
-        infos = {}
-        for name, engine in reversed(engines.items()) if swapping else engines.items():
-            out.progress(f"starting the {name} engine on {model}…")
+        infos = dict(later)
+        for name, engine in engines.items():
+            if name in later:
+                continue  # swapped in for its turn
+            if not swapping:  # else the swap says it
+                out.progress(f"starting the {name} engine on {model}…")
             if isinstance(engine, VllmEngine):
                 engine.prestart()  # its engine core's interpreter imports beside this process
                 await asyncio.to_thread(import_engine)  # what the start would import, timed apart
@@ -173,6 +182,8 @@ async def _ask(
         if len(targets) == 2:
             async for item in pipeline.compare(targets[0], targets[1]):
                 if isinstance(item, CompareResult):
+                    if later:
+                        item = started_late(item, targets, engines, console)
                     out.compare(Verdict(item, swapped=swapping))
                     return 0
                 await dispatch(renderers[item.path], item.event)
@@ -192,12 +203,35 @@ async def _ask(
             await engine.shutdown()
 
 
-def swapped_engines(engines: dict[str, Engine], progress: Callable[[str], None]) -> dict[str, Engine]:
+def started_late(
+    result: CompareResult, targets: list[PathEngine], engines: dict[str, Engine], console: TextIO
+) -> CompareResult:
+    """``result`` with what the path swapped in for its turn said once it had started (its
+    speculation, its start's note), as a path started before the turn says it up front."""
+    baseline, optimized = targets
+    engine = engines[optimized.name]
+    info = engine.swapper.infos.get(optimized.name) if isinstance(engine, ResidentEngine) else None
+    if info is None:
+        return result
+    if info.start_note:
+        console.write(f"gemma-chat: {optimized.name} engine: {info.start_note}\n")
+    if info.speculation:
+        console.write(f"gemma-chat: {optimized.name} engine: speculation: {info.speculation}\n")
+    return replace(result, differences=path_differences(baseline.info, info))
+
+
+def swapped_engines(
+    engines: dict[str, Engine], progress: Callable[[str], None], model: str = ""
+) -> dict[str, Engine]:
     """``engines`` behind one ``Swapper``: a path's engine starts, and warms up, when it is used."""
     raw = dict(engines)
 
+    started: list[str] = []
+
     async def start(name: str) -> EngineInfo:
-        progress(f"starting the {name} engine (the other is stopped: one fits in memory)…")
+        swap = " (the other is stopped: one fits in memory)" if started else ""
+        progress(f"starting the {name} engine{f' on {model}' if model else ''}{swap}…")
+        started.append(name)
         info = await raw[name].start(progress)
         await warm_up(raw[name])
         return info

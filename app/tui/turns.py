@@ -160,7 +160,6 @@ async def run_compare(
             pane.show_note("waiting for this path's engine to start…")
     earlier = compares_so_far(turn.extra for turn in conversation.turns)
     first = first_path(len(earlier))  # alternates from one compare of this chat to the next
-    view.show_order(first)
     started: dict[str, PathEngine] = {}
     refused: GemmaChatError | None = None
     for path in ("baseline", "optimized"):
@@ -177,6 +176,11 @@ async def run_compare(
         await run_single(pipeline, pool, alone, view.panes[alone], conversation, hooks)
         return
     baseline, optimized = started["baseline"], started["optimized"]
+    if pool.swapper is not None and pool.swapper.resident in started:
+        # swapping, the engine on the device goes first: one swap a compare, not two (the other
+        # engine is stopped or asleep, so neither path runs beside the other's leftovers anyway)
+        first = pool.swapper.resident
+    view.show_order(first)
     renderers = {path: ReplyRenderer(pane, hooks) for path, pane in view.panes.items()}
     async for item in pipeline.compare(baseline, optimized, first):
         if isinstance(item, CompareResult):

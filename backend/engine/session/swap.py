@@ -172,3 +172,22 @@ class ResidentEngine:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.engine, name)  # anything else (a server's url, cache resets) is the engine's
+
+
+def info_before_start(engine: object) -> EngineInfo | None:
+    """What an in-process engine will say of itself once started, as far as its configuration
+    fixes it — its window, the model's modalities, its arguments and environment (not what only a
+    start tells: its speculation, a note): a swapped compare checks the turn against it before
+    that path's engine is swapped in. None for another kind of engine."""
+    from backend.engine.local.vllm import VllmEngine
+
+    if not isinstance(engine, VllmEngine) or "max_model_len" not in engine.config.args:
+        return None
+    config = engine.config
+    return EngineInfo(
+        model=engine.source.name,
+        max_model_len=int(config.args["max_model_len"].value),
+        modalities=engine.source.modalities(),
+        engine_args=config.engine_kwargs(),
+        environment=config.env_values(),
+    )
