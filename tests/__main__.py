@@ -32,16 +32,17 @@ NO_TESTS = 5
 SECOND_LANE = (
     "tests/test_speculation.py",
     "tests/test_path_graphs.py",
-    "tests/test_demo_model.py",
-    "tests/test_centroid_drafts.py",
     "tests/test_swap.py",
-    "tests/test_early_core.py",
     "tests/test_cpu_linear.py",
     "tests/test_app_entry.py",
     "tests/test_real_weights_parity.py",
 )
 """Engine tests that start engines of their own (no session-scoped engine fixture): they run after
-the tests without an engine, in that process, so that both cores start engines once those end."""
+the tests without an engine, in that process, so that both cores start engines once those end. The
+others of that kind (the demo's training, centroid drafts, the early engine core: ~220 s) run in
+the first lane, to keep the lanes even: on 2026-12-07's clean clone, with each lane's engines on a
+core of their own, the first lane took 1,235 s and the second 1,680 s (449 s of it without an
+engine) before they moved."""
 
 
 BIND_ENV = "VLLM_CPU_OMP_THREADS_BIND"
