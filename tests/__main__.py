@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from app import bootstrap
@@ -48,21 +49,30 @@ engine) before they moved."""
 BIND_ENV = "VLLM_CPU_OMP_THREADS_BIND"
 
 
-def lane_cores(cores: int) -> tuple[str, str] | None:
-    """The cores each lane's engines compute on (vLLM's ``VLLM_CPU_OMP_THREADS_BIND``): the first
-    half and the second half. Left to vLLM ("auto"), every engine of both lanes binds core 0 (the
-    last core is kept for the front end): two lanes' engines then share one core. Measured on a
-    2-core EPYC (avx512_bf16), two demo engines started side by side: 89-90 tok/s each and 23 s in
-    the engine-core stage on core 0, 130-136 tok/s and 14 s on cores 0 and 1 (184 tok/s alone).
-    None on one core, or where the user bound the engines already."""
-    if cores < 2 or os.environ.get(BIND_ENV):
+def lane_cores(cpus: Sequence[int]) -> tuple[str, str] | None:
+    """The CPUs each lane's engines compute on (vLLM's ``VLLM_CPU_OMP_THREADS_BIND``): the first
+    half of ``cpus`` (this process's allowed CPUs) and the second half. Left to vLLM ("auto"),
+    every engine of both lanes binds the first core (the last is kept for the front end): two
+    lanes' engines then share one core. Measured on a 2-core EPYC (avx512_bf16), two demo engines
+    started side by side: 89-90 tok/s each and 23 s in the engine-core stage on core 0, 130-136
+    tok/s and 14 s on cores 0 and 1 (184 tok/s alone). None on one CPU, or where the user bound
+    the engines already."""
+    if len(cpus) < 2 or os.environ.get(BIND_ENV):
         return None
-    half = cores // 2
+    ordered = sorted(cpus)
+    half = len(ordered) // 2
+    return _id_list(ordered[:half]), _id_list(ordered[half:])
 
-    def span(low: int, high: int) -> str:
-        return str(low) if low == high else f"{low}-{high}"
 
-    return span(0, half - 1), span(half, cores - 1)
+def _id_list(cpus: Sequence[int]) -> str:
+    """``cpus`` as vLLM reads a CPU list: runs as ranges, joined by commas (``0-3,8``)."""
+    runs: list[list[int]] = []
+    for cpu in cpus:
+        if runs and cpu == runs[-1][-1] + 1:
+            runs[-1].append(cpu)
+        else:
+            runs.append([cpu])
+    return ",".join(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}" for run in runs)
 
 
 def _pytest_in_parts(python: str, root: Path) -> int:
@@ -84,7 +94,7 @@ def _pytest_in_parts(python: str, root: Path) -> int:
         flush=True,
     )
     ignored = [f"--ignore={path}" for path in SECOND_LANE]
-    cores = lane_cores(os.cpu_count() or 1)
+    cores = lane_cores(sorted(os.sched_getaffinity(0)))
     first_env, second_env = dict(os.environ), dict(os.environ)
     if cores:
         first_env[BIND_ENV], second_env[BIND_ENV] = cores

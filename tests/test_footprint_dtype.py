@@ -49,3 +49,16 @@ def test_an_unreadable_header_falls_back_to_the_bytes_on_disk(tmp_path: Path) ->
     (folder / "model.safetensors").write_bytes(b"\xff" * 64)
     (folder / "config.json").write_text("{}")
     assert checkpoint_size(folder, "float32").bytes == 64
+
+
+def test_the_host_plan_counts_the_weights_at_the_settings_dtype(tmp_path: Path) -> None:
+    """A float32 checkpoint run in float32 (the tests' own engines) is not counted at bfloat16's
+    half: the host plan's estimate and the KV cache's room read the setting's width."""
+    from backend.engine.cpu.host_plan import estimated_footprint
+    from backend.engine.cpu.kv_size import host_room
+
+    folder = _checkpoint(tmp_path / "f32", "float32")
+    held = estimated_footprint(folder, None, 0, "float32").bytes - estimated_footprint(folder, None, 0).bytes
+    assert held >= 256 * 1024 * 2, "float32 counts 4 bytes an element where auto counts 2"
+    auto, f32 = host_room(folder, None), host_room(folder, None, "float32")
+    assert auto is not None and f32 is not None and auto - f32 >= 256 * 1024 * 2

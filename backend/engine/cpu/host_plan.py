@@ -116,8 +116,11 @@ def host_total() -> int:
     return _forced() or _meminfo("MemTotal") or int(psutil.virtual_memory().total)
 
 
-def estimated_footprint(model: Path, drafter: Path | None, kv_bytes: int) -> Size:
-    parts = [checkpoint_size(model)] + ([checkpoint_size(drafter)] if drafter is not None else [])
+def estimated_footprint(model: Path, drafter: Path | None, kv_bytes: int, dtype: str = "auto") -> Size:
+    """Weights (at the width the engine holds them: ``dtype``), KV cache and the runtime."""
+    parts = [checkpoint_size(model, dtype)] + (
+        [checkpoint_size(drafter, dtype)] if drafter is not None else []
+    )
     weights = sum(part.bytes for part in parts)
     total = weights + kv_bytes + RUNTIME_BYTES
     how = (

@@ -62,7 +62,7 @@ def cpu_kv_cache(
         f"({per_request / 2**20:.1f} MiB each by the config) x{PAGE_MARGIN} for vLLM's pages, "
         f"within {MIN_GIB:g}-{MAX_GIB:g} GiB (set kv_cache_gib to choose)"
     )
-    room = host_room(model, drafter)
+    room = host_room(model, drafter, dtype)
     if room is not None and room < size:
         size = max(int(MIN_GIB * GIB), room // STEP * STEP)
         why = (
@@ -72,14 +72,15 @@ def cpu_kv_cache(
     return Argument(size, why)
 
 
-def host_room(model: Path, drafter: Path | None) -> int | None:
+def host_room(model: Path, drafter: Path | None, dtype: str = "auto") -> int | None:
     """RAM left for one engine's KV cache: this machine's total (or the forced amount) less the
-    app, a margin, a start's transient, the weights (with the drafter's) and the runtime."""
+    app, a margin, a start's transient, the weights (with the drafter's, at ``dtype``'s width) and
+    the runtime."""
     from backend.engine.cpu.host_plan import APP_BYTES, MARGIN_BYTES, RUNTIME_BYTES, START_BYTES, host_total
     from backend.engine.model.footprint import checkpoint_size
 
     try:
-        weights = sum(checkpoint_size(path).bytes for path in (model, drafter) if path is not None)
+        weights = sum(checkpoint_size(path, dtype).bytes for path in (model, drafter) if path is not None)
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return host_total() - APP_BYTES - MARGIN_BYTES - START_BYTES - RUNTIME_BYTES - weights

@@ -177,7 +177,8 @@ def checkpoint_size(directory: Path, dtype: str = "auto") -> Size:
     files = sorted(directory.glob("*.safetensors"))
     if files:
         on_disk = sum(f.stat().st_size for f in files)
-        width = _dtype_bytes(_config(directory), dtype) if (directory / "config.json").is_file() else 2
+        config = _config(directory) if (directory / "config.json").is_file() else {}
+        width = _dtype_bytes(config, dtype)
         loaded = loaded_bytes(files, width)
         if loaded is not None and abs(loaded - on_disk) > on_disk // 100:
             how = f"{len(files)} weight files, {on_disk / GIB:.2f} GiB on disk, held at {width} bytes each"

@@ -70,5 +70,7 @@ def host_plan_for(source: ModelSource, settings: EngineSettings) -> HostPlan:
         ("optimized", source.drafter if uses_drafter(source, settings) else None),
     ):
         entry = footprints.key(source.path, drafter, profile, kv)
-        sizes[profile] = footprints.recorded(entry) or estimated_footprint(source.path, drafter, kv)
+        sizes[profile] = footprints.recorded(entry) or estimated_footprint(
+            source.path, drafter, kv, settings.dtype
+        )
     return plan_host(sizes, settings.both_paths)
