@@ -23,6 +23,10 @@ from backend.tools.sandbox import Sandbox
 
 pytestmark = pytest.mark.engine
 
+SERVER_START_S = 120.0
+"""A test MCP server's start bound here (the app's default is 30 s): on a 2-core machine the suite's
+other lane keeps both cores busy with engines, and a server once took longer than 30 s to answer."""
+
 
 def _forcing_builder(engine: VllmEngine, script: list[str], seen: list[EngineRequest], think: bool = False):  # type: ignore[no-untyped-def]
     tokenizer = engine._prompt_renderer().tokenizer
@@ -150,10 +154,14 @@ async def test_a_forced_call_to_an_mcp_tool_runs_on_its_server(
     from backend.tools.mcp.host import McpHost
 
     server = Path(__file__).with_name("mcp_server.py")
-    host = McpHost({"calc": McpServerSettings(command=sys.executable, args=[str(server), "stdio"])}, tmp_path)
+    # the other lane's engines keep both cores busy: the SDK server may take longer than 30 s to answer
+    command = [str(server), "stdio"]
+    settings = McpServerSettings(command=sys.executable, args=command, timeout_s=SERVER_START_S)
+    host = McpHost({"calc": settings}, tmp_path)
     host.start()
     try:
-        assert host.wait_settled(60) and host.statuses()[0].state == "ready"
+        assert host.wait_settled(SERVER_START_S + 30), host.statuses()[0].describe()
+        assert host.statuses()[0].state == "ready", host.statuses()[0].describe()
         step1 = format_call("calc.add", {"a": 40, "b": 2}) + "<|tool_response>"
         seen: list[EngineRequest] = []
         registry = ToolRegistry.load(
@@ -208,7 +216,10 @@ async def test_an_mcp_image_result_goes_to_the_model_in_its_tool_response(
             return eager_engine.stream(request)
 
     server = Path(__file__).with_name("mcp_server.py")
-    host = McpHost({"art": McpServerSettings(command=sys.executable, args=[str(server), "stdio"])}, tmp_path)
+    # the other lane's engines keep both cores busy: the SDK server may take longer than 30 s to answer
+    command = [str(server), "stdio"]
+    settings = McpServerSettings(command=sys.executable, args=command, timeout_s=SERVER_START_S)
+    host = McpHost({"art": settings}, tmp_path)
     host.start()
     try:
         assert host.wait_settled(60)
