@@ -106,7 +106,8 @@ def exact_config(config: EngineConfig, settings: EngineSettings) -> EngineConfig
     the probe — speculation, attention, drafts by load — re-checks a fast-mode difference."""
     exact = settings.model_copy(update={"exact": True})
     attention = exact_attention(exact)
-    assert attention is not None  # exact is on
+    if attention is None:  # exact_attention answers for every setting with exact on
+        raise RuntimeError("exact mode gave no attention config")
     own = config.args.get("attention_config")
     merged = {**attention.value, **(own.value if own is not None else {})}
     return replace(
