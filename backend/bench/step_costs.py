@@ -139,7 +139,8 @@ def step_costs_markdown(costs: StepCosts, lengths: dict[int, float], measured_on
     lines += [
         "",
         f"Implied speed-up = L × plain ÷ verifying step, {source}; a verifying step is measured as a "
-        "decode step of 1 + k concurrent requests, and the drafter's own k passes per step are not "
+        "decode step of 1 + k concurrent requests whose linear layers compute each row as "
+        "row-exact verification does (on a CPU), and the drafter's own k passes per step are not "
         "included. A prediction, not a measurement of speculation.",
     ]
     return "\n".join(lines) + "\n"
@@ -151,6 +152,22 @@ STEP_WINDOW = 512
 forward over this many tokens, whose logits alone take ``STEP_WINDOW x vocab x 4`` bytes
 (8.6 GB at Gemma 4's 262144-token vocabulary and the usual 8192)."""
 STEP_PROMPT = "Explain, step by step, how a hash table handles collisions."
+
+
+def verifying_env() -> dict[str, Any]:
+    """On a CPU, the step-cost engine computes a step of 1 + k requests as a step verifying k
+    drafts computes its linear layers: with row-exact verification (and its one-pass kernel where
+    proven), every request's row as it would alone (``GEMMA_CHAT_ROW_EXACT=all``). Without it the
+    table would time a batched matmul that verification never runs."""
+    from backend.compat.row_exact_linear import ENV
+    from backend.engine.argument import Argument
+    from backend.engine.cpu.env import row_exact_env
+    from backend.engine.platform import on_gpu
+
+    env = row_exact_env()
+    if on_gpu() or ENV not in env:
+        return {}
+    return {**env, ENV: Argument("all", "step costs: each request's rows as a verifying step computes them")}
 
 
 async def run_step_costs(source: Any, settings: Any, options: Any, log_dir: Any, progress: Any) -> StepCosts:
@@ -181,7 +198,7 @@ async def run_step_costs(source: Any, settings: Any, options: Any, log_dir: Any,
         "max_model_len": short,
         "max_num_batched_tokens": short,
     }
-    config = replace(config, args=args)
+    config = replace(config, args=args, env={**config.env, **verifying_env()})
     engine = VllmEngine(source, config, log_path=log_dir / BENCH_LOG)
     stage = "step costs: starting the engine"
     progress(stage, 0, 1)

@@ -22,6 +22,7 @@ vLLM's modules are imported.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -30,6 +31,9 @@ from backend.compat.after_import import after_import
 from backend.compat.engine_log import log, log_once
 
 ENV = "GEMMA_CHAT_ROW_EXACT"
+KERNEL_ENV = "GEMMA_CHAT_ROW_EXACT_KERNEL"
+"""The compiled one-pass kernel (``backend/kernels/row_exact_bf16``); set by the optimized path
+where this CPU has AVX512-BF16 and ``GEMMA_CHAT_FORCE_ROW_EXACT`` does not ask for ``rows``."""
 ROWS_ENV = "GEMMA_CHAT_ROW_EXACT_ROWS"
 FORCE_ENV = "GEMMA_CHAT_FORCE_ROW_EXACT"
 """``off`` in the app's environment: the optimized path verifies without it (diagnosis only)."""
@@ -48,10 +52,14 @@ _state: dict[str, Any] = {
     "variant": 0,
     "checked": 0,
     "steps": 0,
+    "fast": {},
+    "kernel": None,
 }
 MODES = ("1", "all")
 _verdicts: dict[tuple[Any, ...], bool] = {}
 """Row-variance by (matmul code, outputs, inputs, dtype, bias): layers of one shape share a check."""
+_proofs: dict[tuple[Any, ...], Any] = {}
+"""The one-pass kernel's proofs (``row_exact_bf16.Proof``) by the same key."""
 
 
 def solo_segments(
@@ -102,7 +110,9 @@ def row_variant(linear: Callable[..., Any], weight: Any, bias: Any, k: int, rows
     return False
 
 
-def _wrap(layer: Any) -> None:
+def _wrap(layer: Any, loaded_weight: Any) -> None:
+    """Check a layer vLLM just dispatched; ``loaded_weight`` is its weight before the dispatch
+    (vLLM drops it from most layers once oneDNN has packed its own copy)."""
     import torch
 
     original = getattr(layer, "cpu_linear", None)
@@ -121,18 +131,53 @@ def _wrap(layer: Any) -> None:
     n_out = int(original(torch.zeros(1, k, dtype=weight.dtype), weight, bias).shape[-1])
     code = getattr(original, "__code__", None)
     key = (code if code is not None else type(original), n_out, k, weight.dtype, bias is None)
-    if key not in _verdicts:  # the order of a reduction is the matmul's and the shape's, not the weights'
+    fast = _one_pass(key, original, loaded_weight, bias, k, n_out)
+    whole = fast is not None and fast[2] is not None
+    if os.environ.get(ENV) in MODES and key not in _verdicts:
+        # the order of a reduction is the matmul's and the shape's, not the weights'
         _verdicts[key] = row_variant(original, weight, bias, k, max_rows())
-    if not _verdicts[key]:
+    if not whole and not _verdicts.get(key):
         return
     name = layer_name(layer)
-    _state["layers"][name] = (original, n_out)
-    _state["variant"] += 1
+    _state["layers"][name] = (None if whole else original, n_out)
+    if _verdicts.get(key):
+        _state["variant"] += 1
+    if fast is not None:
+        _state["fast"][name] = fast
 
     def cpu_linear(x: Any, weight: Any, bias: Any) -> Any:
         return torch.ops.gemma_chat.row_exact_linear(x, weight, bias, name)
 
-    layer.cpu_linear = cpu_linear
+    layer.cpu_linear = cpu_linear  # a whole layer's oneDNN copy is freed with the old function
+
+
+def _kernel() -> Any:
+    """The one-pass kernel's module where this engine loaded it, else None."""
+    if _state["kernel"] is None:
+        path = os.environ.get(KERNEL_ENV, "")
+        _state["kernel"] = False
+        if path:
+            from pathlib import Path
+
+            from backend.kernels import row_exact_bf16
+
+            if row_exact_bf16.load(Path(path)):
+                _state["kernel"] = row_exact_bf16
+    return _state["kernel"] or None
+
+
+def _one_pass(key: tuple[Any, ...], original: Any, weight: Any, bias: Any, k: int, n: int) -> Any:
+    """(packed weights, one-row K block, several-row K block or None) where the kernel is proven
+    to reproduce the layer's one-row call; else None (the layer keeps its own matmul)."""
+    kernel = _kernel()
+    if kernel is None or weight is None or not kernel.eligible(weight, bias):
+        return None
+    packed = kernel.pack(weight)
+    if key not in _proofs:
+        matmul = functools.partial(original, weight=weight, bias=bias)
+        _proofs[key] = kernel.prove_layer(matmul, packed, k, n, weight.dtype)
+    proof = _proofs[key]
+    return None if proof.one_row is None else (packed, proof.one_row, proof.many_rows)
 
 
 def layer_name(layer: Any) -> str:
@@ -171,23 +216,49 @@ def _define_op() -> None:
     def row_exact_linear(
         x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, layer: str
     ) -> torch.Tensor:
-        linear = _layer(layer)[0]
+        linear, n = _layer(layer)
         rows = x.reshape(-1, x.shape[-1])
+        fast = _state["fast"].get(layer)
+
+        def together(piece: torch.Tensor) -> torch.Tensor:  # rows as the layer's own call computes them
+            if linear is not None:
+                return linear(piece, weight, bias)
+            block = fast[1] if piece.shape[0] == 1 else fast[2]
+            return _kernel().rows(piece, fast[0], n, block)
+
         sizes = _segments()
         if not sizes or rows.shape[0] < 2 or sum(sizes) > rows.shape[0]:  # not this step's rows
-            return linear(x, weight, bias)
+            return together(x)
         pieces, start = [], 0
-        for size in sizes:
-            pieces.append(linear(rows[start : start + size], weight, bias))
+        for solo, size in _runs(sizes):
+            piece = rows[start : start + size]
+            if solo and fast is not None:  # rows computed alone: all of them in one pass
+                pieces.append(_kernel().rows(piece, fast[0], n, fast[1]))
+            elif solo:
+                pieces.extend(together(piece[i : i + 1]) for i in range(size))
+            else:  # a prefilling request's chunk, computed as a step of its own would
+                pieces.append(together(piece))
             start += size
         if start < rows.shape[0]:  # padding rows
-            pieces.append(linear(rows[start:], weight, bias))
+            pieces.append(together(rows[start:]))
         out = torch.cat(pieces)
         return out.reshape(*x.shape[:-1], out.shape[-1])
 
     @row_exact_linear.register_fake
     def _(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, layer: str) -> torch.Tensor:
         return x.new_empty((*x.shape[:-1], _layer(layer)[1]))
+
+
+def _runs(sizes: Sequence[int]) -> list[tuple[bool, int]]:
+    """The step's cut as runs: (True, n) for n consecutive rows each computed alone, (False, n)
+    for one chunk of n rows computed together."""
+    runs: list[tuple[bool, int]] = []
+    for size in sizes:
+        if size == 1 and runs and runs[-1][0]:
+            runs[-1] = (True, runs[-1][1] + 1)
+        else:
+            runs.append((size == 1, size))
+    return runs
 
 
 def _segments() -> list[int] | None:
@@ -203,14 +274,16 @@ def _segments() -> list[int] | None:
 
 
 def patch_linear(module: Any) -> None:
-    if os.environ.get(ENV) not in MODES or getattr(module, _PATCHED, False):
+    wanted = os.environ.get(ENV) in MODES or bool(os.environ.get(KERNEL_ENV))
+    if not wanted or getattr(module, _PATCHED, False):
         return
     _define_op()
     original = module.dispatch_cpu_unquantized_gemm
 
     def dispatch_cpu_unquantized_gemm(layer: Any, remove_weight: bool) -> None:
+        loaded_weight = getattr(layer, "weight", None)
         original(layer, remove_weight)
-        _wrap(layer)
+        _wrap(layer, loaded_weight)
 
     module.dispatch_cpu_unquantized_gemm = dispatch_cpu_unquantized_gemm
     setattr(module, _PATCHED, True)
@@ -218,20 +291,17 @@ def patch_linear(module: Any) -> None:
 
 def patch_runner(module: Any) -> None:
     mode = os.environ.get(ENV, "")
-    if mode not in MODES or getattr(module, _PATCHED, False):
+    if (mode not in MODES and not os.environ.get(KERNEL_ENV)) or getattr(module, _PATCHED, False):
         return
     runner_class = module.GPUModelRunner
     original = runner_class.execute_model
 
     def execute_model(self: Any, scheduler_output: Any, *args: Any, **kwargs: Any) -> Any:
         step = scheduler_output
-        cut = applies(mode, step.num_scheduled_tokens, step.scheduled_spec_decode_tokens)
-        if cut and _state["steps"] == 0:
+        cut = mode in MODES and applies(mode, step.num_scheduled_tokens, step.scheduled_spec_decode_tokens)
+        if (cut or mode not in MODES) and _state["steps"] == 0:
             _state["steps"] = 1
-            log(
-                f"gemma-chat row-exact verification: in use ({_state['variant']} of {_state['checked']} "
-                "linear layers compute each request's rows as it would alone)"
-            )
+            log(f"gemma-chat row-exact linears: in use ({summary()})")
         _state["step"] = (self, step) if cut else None
         _state["segments"] = None
         try:
@@ -244,6 +314,31 @@ def patch_runner(module: Any) -> None:
     runner_class.execute_model = execute_model
     setattr(module, _PATCHED, True)
     log_once("gemma-chat row-exact verification: installed")
+
+
+def summary() -> str:
+    """What row-exact verification and the one-pass kernel do with this engine's layers, in words."""
+    variant, checked = _state["variant"], _state["checked"]
+    text = f"{variant} of {checked} linear layers row-variant"
+    if _state["kernel"]:
+        whole = [name for name, (linear, _n) in _state["layers"].items() if linear is None]
+        rows_only = [name for name in _state["fast"] if name not in whole]
+        slow = [name for name in _state["layers"] if name not in _state["fast"]]
+        text += (
+            f"; the one-pass kernel (AVX512-BF16, proven at load) computes {len(whole)} layers whole "
+            f"and the verified rows of {len(rows_only)} more"
+        )
+        if slow:
+            text += f"; {len(slow)} row by row (no proof): {', '.join(slow[:8])}"
+            text += " ..." if len(slow) > 8 else ""
+    elif variant:
+        text += ", their verified rows computed one at a time"
+    return text
+
+
+def fast_layers() -> int:
+    """Row-variant layers computed in one pass by the kernel in this process (tests, logs)."""
+    return len(_state["fast"])
 
 
 def variant_layers() -> tuple[int, int]:

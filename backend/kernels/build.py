@@ -116,9 +116,10 @@ def compiled(name: str) -> Path:
     return _build(target, lambda out: [[cc, *FLAGS, "-o", str(out), str(source)]])
 
 
-def compiled_operator(name: str) -> Path:
+def compiled_operator(name: str, extra_flags: tuple[str, ...] = ()) -> Path:
     """``name``.c and ``name``_op.cpp, which registers it as a native PyTorch operator, as one
-    shared library (built on first use against the installed PyTorch's headers, then reused)."""
+    shared library (built on first use against the installed PyTorch's headers, then reused);
+    ``extra_flags`` go to the C compiler after the common ones (an instruction set)."""
     _x86_64()
     import torch
     from torch.utils import cpp_extension
@@ -131,12 +132,12 @@ def compiled_operator(name: str) -> Path:
     cxx_flags = ("-O2", "-std=c++17", "-shared", "-fPIC", "-pthread", abi)
     links = (f"-L{library_dir}", f"-Wl,-rpath,{library_dir}", "-ltorch_cpu", "-lc10")
     sources = source.read_bytes() + glue.read_bytes()
-    tools = " ".join((cc, cxx, *FLAGS, *cxx_flags, torch.__version__)).encode()
+    tools = " ".join((cc, cxx, *FLAGS, *extra_flags, *cxx_flags, torch.__version__)).encode()
     target = _target(f"{name}_op", sources + tools)
 
     def commands(out: Path) -> list[list[str]]:
         kernel = out.with_name(f"{out.name}.o")
-        c_flags = [flag for flag in FLAGS if flag != "-shared"]
+        c_flags = [flag for flag in FLAGS if flag != "-shared"] + list(extra_flags)
         return [
             [cc, *c_flags, "-c", "-o", str(kernel), str(source)],
             [cxx, *cxx_flags, *includes, "-o", str(out), str(glue), str(kernel), *links],

@@ -16,6 +16,7 @@ from backend.compat.one_call_step import ENV as ONE_CALL_STEP_ENV
 from backend.compat.prefill_drafts import ENV as NO_PREFILL_DRAFTS_ENV
 from backend.compat.row_exact_linear import ENV as ROW_EXACT_ENV
 from backend.compat.row_exact_linear import FORCE_ENV as FORCE_ROW_EXACT_ENV
+from backend.compat.row_exact_linear import KERNEL_ENV as ROW_EXACT_KERNEL_ENV
 from backend.compat.sampled_row_drafts import ENV as SAMPLED_ROW_DRAFTS_ENV
 from backend.compat.uni_worker import ENV as UNI_WORKER_ENV
 from backend.config.settings import EngineSettings
@@ -46,6 +47,10 @@ def optimized_cpu_env(settings: EngineSettings) -> tuple[dict[str, Argument], tu
         )
     else:
         notes = (f"bfloat16 linear kernel not used: {why_not}",)
+    one_pass, one_pass_why_not = one_pass_env()
+    env.update(one_pass)
+    if one_pass_why_not and kernel is None:  # on AVX2 the bfloat16 kernel is the one that applies
+        notes = (*notes, one_pass_why_not)
     asked = os.environ.get(FORCE_ENV, "").strip()
     if asked and forced() is None:
         notes = (*notes, f"{FORCE_ENV}={asked} ignored: it takes one of {', '.join(FORCE_VALUES)}")
@@ -86,6 +91,28 @@ def row_exact_env() -> dict[str, Argument]:
             "would alone, so greedy tokens are the baseline's by construction",
         )
     }
+
+
+def one_pass_env() -> tuple[dict[str, Argument], str | None]:
+    """The one-pass kernel where this CPU has AVX512-BF16, unless ``GEMMA_CHAT_FORCE_ROW_EXACT``
+    asks for ``rows`` (verified rows one at a time through vLLM's own matmul); else why not."""
+    if os.environ.get(FORCE_ROW_EXACT_ENV, "").strip().lower() == "rows":
+        return {}, f"one-pass kernel not used: {FORCE_ROW_EXACT_ENV}=rows"
+    from backend.kernels.row_exact_bf16 import for_engine
+
+    kernel, why_not = for_engine()
+    if kernel is None:
+        return {}, f"one-pass kernel not used: {why_not}"
+    return {
+        ROW_EXACT_KERNEL_ENV: Argument(
+            str(kernel),
+            "bfloat16 linear layers through gemma-chat's AVX512-BF16 kernel where it is proven, at "
+            "load, to give the bits of the layer's own matmul (one row: a plain step; 2-64 rows: a "
+            "batch or a prefill): vLLM's copy is freed, a plain step reads the weights faster, and "
+            "a step verifying k drafts computes each row in the one-row order in one pass over "
+            "the weights (about one plain step, not 1 + k)",
+        )
+    }, None
 
 
 def speculating_cpu_env() -> dict[str, Argument]:

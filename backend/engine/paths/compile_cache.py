@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 
+from backend.compat.row_exact_linear import KERNEL_ENV as ROW_EXACT_KERNEL_ENV
 from backend.kernels.env import FORCE_ENV, KERNEL_ENV, THREADS_ENV
 
 GRAPH_KEY = "gemma_chat_graph"
@@ -76,8 +77,12 @@ def graph_factors(env: Mapping[str, str], environ: Mapping[str, str] | None = No
     for name in PROCESS_VARIABLES:
         if name not in factors and environ.get(name):
             factors[name] = environ[name]
-    if KERNEL_ENV in factors:  # the build, not where it lies (two homes share vLLM's cache)
-        factors[KERNEL_ENV] = kernel_digest(factors[KERNEL_ENV])
+    for kernel in (
+        KERNEL_ENV,
+        ROW_EXACT_KERNEL_ENV,
+    ):  # the build, not where it lies (two homes share vLLM's cache)
+        if kernel in factors:
+            factors[kernel] = kernel_digest(factors[kernel])
     return factors
 
 
