@@ -58,6 +58,10 @@ _state: dict[str, Any] = {
 MODES = ("1", "all")
 _verdicts: dict[tuple[Any, ...], bool] = {}
 """Row-variance by (matmul code, outputs, inputs, dtype, bias): layers of one shape share a check."""
+WHOLE_MIN_WEIGHTS = 1 << 20
+"""Smaller layers keep vLLM's matmul for every call but verified rows: through the operator's
+Python wrapper (tens of microseconds a call) a plain step of the demo's small layers would slow
+down; a layer of a million weights or more (every large layer of E2B) gains on a plain step."""
 _proofs: dict[tuple[Any, ...], Any] = {}
 """The one-pass kernel's proofs (``row_exact_bf16.Proof``) by the same key."""
 
@@ -131,11 +135,12 @@ def _wrap(layer: Any, loaded_weight: Any) -> None:
     n_out = int(original(torch.zeros(1, k, dtype=weight.dtype), weight, bias).shape[-1])
     code = getattr(original, "__code__", None)
     key = (code if code is not None else type(original), n_out, k, weight.dtype, bias is None)
-    fast = _one_pass(key, original, loaded_weight, bias, k, n_out)
-    whole = fast is not None and fast[2] is not None
     if os.environ.get(ENV) in MODES and key not in _verdicts:
         # the order of a reduction is the matmul's and the shape's, not the weights'
         _verdicts[key] = row_variant(original, weight, bias, k, max_rows())
+    large = n_out * k >= WHOLE_MIN_WEIGHTS
+    fast = _one_pass(key, original, loaded_weight, bias, k, n_out) if large or _verdicts.get(key) else None
+    whole = large and fast is not None and fast[2] is not None
     if not whole and not _verdicts.get(key):
         return
     name = layer_name(layer)
