@@ -58,7 +58,9 @@ def test_a_folder_of_the_users_files_is_refused_by_name_and_kept(tmp_path: Path,
 
 
 @pytest.mark.parametrize("mode", [["--real-weights"], ["--size", "tiny"]])
-def test_a_file_or_a_path_under_a_file_is_refused_not_an_internal_error(tmp_path: Path, mode: list[str]) -> None:
+def test_a_file_or_a_path_under_a_file_is_refused_not_an_internal_error(
+    tmp_path: Path, mode: list[str]
+) -> None:
     a_file = tmp_path / "model.bin"
     a_file.write_text("keep me")
     result = _make_model(str(a_file), *mode)
@@ -113,7 +115,7 @@ def _args(out: Path) -> argparse.Namespace:
         (OSError(errno.ENOSPC, "No space left on device"), "is full (or over its quota)"),
         (OSError(errno.EDQUOT, "Disk quota exceeded"), "is full (or over its quota)"),
         (MemoryError(), "not enough memory to build this checkpoint"),
-        (RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 8 GB"), "not enough memory"),
+        (RuntimeError("DefaultCPUAllocator: can't allocate memory: 8 GB"), "not enough memory"),
         (PermissionError(errno.EACCES, "Permission denied"), "could not be written: Permission denied"),
     ],
 )
@@ -142,3 +144,14 @@ def test_a_bug_in_the_build_is_still_reported_as_one(tmp_path: Path, monkeypatch
     monkeypatch.setattr(checkpoints, "make_checkpoint", failing)
     with pytest.raises(RuntimeError, match="a shape mismatch"):
         run_make_model(_args(tmp_path / "m"))
+
+
+def test_a_log_line_naming_a_folder_outside_the_compile_cache_touches_nothing(tmp_path: Path) -> None:
+    from backend.engine.paths import compile_cache
+
+    home = _users_folder(tmp_path)
+    (home / "rank_0_0").mkdir()
+    log = f"INFO [decorators.py:319] Directly load AOT compilation from path {home}/rank_0_0/model\n"
+    assert compile_cache.loaded_entry(log) is None
+    assert compile_cache.set_aside(home) is None
+    assert (home / "notes.txt").read_text() == "years of work" and (home / "rank_0_0").is_dir()
