@@ -15,6 +15,7 @@ from textual.widgets import Button, Label, OptionList, Static
 
 from app.tui.screens.approval import ApprovalScreen
 from app.tui.screens.chats import ChatsScreen
+from app.tui.screens.file_picker import FilePickerScreen
 from app.tui.screens.text_prompt import TextPromptScreen
 from app.tui.untrusted import escaped, literal
 from app.tui.widgets.attachment_bar import AttachmentBar
@@ -89,8 +90,13 @@ async def test_every_route_shows_hostile_text_as_written(tmp_path: Path) -> None
         await _alive(app, pilot)
         assert _plain(app.query_one(AttachmentBar).query_one(Button)).startswith("Image #1")
 
+        # the file picker, in a folder whose files are named with markup
+        app.push_screen(FilePickerScreen(tmp_path / "x["))
+        await _alive(app, pilot)
+        app.pop_screen()
+
         # a tool call's block (the model's arguments in its title), a reply's figures, notes, errors
-        view = MessageView("assistant", "hi", path="optimized", status=HOSTILE)
+        view = MessageView("assistant", "hi", path=HOSTILE, status=HOSTILE)  # a path from the history
         await app.messages_view.mount(view)
         block = ToolBlock(call=ToolCall(HOSTILE, {HOSTILE: HOSTILE}))
         await app.messages_view.mount(block)

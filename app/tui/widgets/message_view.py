@@ -114,7 +114,7 @@ class MessageView(Vertical):
         """The reply's tokens as this session's engine gave them (F7 shows its accepted drafts)."""
 
     def compose(self) -> ComposeResult:
-        yield Label("You" if self.role == "user" else f"Gemma · {self.path or ''}", classes="role")
+        yield Label(literal("You" if self.role == "user" else f"Gemma · {self.path or ''}"), classes="role")
         if self.attachments:
             counts: dict[str, int] = {}
             chips = []
