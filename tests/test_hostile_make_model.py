@@ -115,6 +115,7 @@ def _args(out: Path) -> argparse.Namespace:
         (OSError(errno.ENOSPC, "No space left on device"), "is full (or over its quota)"),
         (OSError(errno.EDQUOT, "Disk quota exceeded"), "is full (or over its quota)"),
         (MemoryError(), "not enough memory to build this checkpoint"),
+        (OSError(errno.ENOMEM, "Cannot allocate memory"), "not enough memory to build this checkpoint"),
         (RuntimeError("DefaultCPUAllocator: can't allocate memory: 8 GB"), "not enough memory"),
         (PermissionError(errno.EACCES, "Permission denied"), "could not be written: Permission denied"),
     ],
@@ -155,3 +156,17 @@ def test_a_log_line_naming_a_folder_outside_the_compile_cache_touches_nothing(tm
     assert compile_cache.loaded_entry(log) is None
     assert compile_cache.set_aside(home) is None
     assert (home / "notes.txt").read_text() == "years of work" and (home / "rank_0_0").is_dir()
+
+
+def test_an_exit_out_of_memory_adds_no_traceback_to_the_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under ``ulimit -v`` the memory message was followed by a traceback: listing /proc at exit
+    failed with ENOMEM in the handler that ends the children."""
+    from backend.lifetime import owner
+    from backend.lifetime.watchdog import OWNER_VARIABLE
+
+    def no_memory(*args: object, **kwargs: object) -> list[int]:
+        raise OSError(errno.ENOMEM, "Cannot allocate memory", "/proc")
+
+    monkeypatch.setenv(OWNER_VARIABLE, str(os.getpid()))
+    monkeypatch.setattr(owner, "end_descendants", no_memory)
+    assert owner.end_children() == []

@@ -99,12 +99,12 @@ def build_failure(error: BaseException, folder: Path) -> GemmaChatError | None:
             f"{folder} could not be written: {error.strerror or error}.",
             "Name a new folder in a place you can write to.",
         )
-    if isinstance(error, OSError):
+    if isinstance(error, OSError) and error.errno != errno.ENOMEM:
         return GemmaChatError(
             f"The checkpoint could not be built in {folder}: {error}.",
             "Check that folder and its disk, then run the command again.",
         )
-    if isinstance(error, MemoryError) or (
+    if isinstance(error, MemoryError | OSError) or (
         isinstance(error, RuntimeError) and "can't allocate memory" in str(error)
     ):
         return GemmaChatError(
