@@ -20,10 +20,10 @@ from backend.checkpoints.writer import MANIFEST
 from backend.errors import GemmaChatError
 
 
-def _make_model(*args: str) -> subprocess.CompletedProcess[str]:
+def _make_model(*args: str, command: str = "make-model") -> subprocess.CompletedProcess[str]:
     offline = {**os.environ, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": "", "HF_HUB_OFFLINE": "1"}
     return subprocess.run(
-        [sys.executable, "-m", "app.cli", "make-model", *args],
+        [sys.executable, "-m", "app.cli", command, *args],
         capture_output=True,
         text=True,
         env=offline,
@@ -170,3 +170,11 @@ def test_an_exit_out_of_memory_adds_no_traceback_to_the_message(monkeypatch: pyt
     monkeypatch.setenv(OWNER_VARIABLE, str(os.getpid()))
     monkeypatch.setattr(owner, "end_descendants", no_memory)
     assert owner.end_children() == []
+
+
+def test_train_demo_into_a_folder_of_the_users_files_is_refused_before_training(tmp_path: Path) -> None:
+    folder = _users_folder(tmp_path)
+    result = _make_model(str(folder), "--minutes", "0.01", command="train-demo")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "already holds files gemma-chat did not write" in result.stderr
+    assert _untouched(folder)
