@@ -277,7 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_flags(tools)
 
     make = commands.add_parser("make-model", help="write a random-weight Gemma 4 checkpoint and its drafter")
-    make.add_argument("out", help="output directory (gets model/ and drafter/)")
+    make.add_argument("out", help="output directory (model/, drafter/): new, empty, or one make-model wrote")
     make.add_argument(
         "--size",
         choices=("tiny", "bench", "e2b"),

@@ -16,8 +16,9 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
+
+from tests.process_tree import alive, command_line, descendant_pids, descendants_running
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVER = ROOT / "tests" / "hostile_mcp_server.py"
@@ -25,28 +26,11 @@ ENDED_WITHIN_S = 20.0
 """The guard's grace (2 s) and the watchdogs' (10 s), with room for a loaded machine."""
 
 
-def _alive(pids: list[int]) -> list[int]:
-    found = []
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                found.append(pid)
-        except psutil.NoSuchProcess:
-            continue
-    return found
-
-
 def _survivors(pids: list[int], within_s: float = ENDED_WITHIN_S) -> list[str]:
     deadline = time.monotonic() + within_s
-    while (alive := _alive(pids)) and time.monotonic() < deadline:
+    while (running := alive(pids)) and time.monotonic() < deadline:
         time.sleep(0.2)
-    described = []
-    for pid in alive:
-        try:
-            described.append(f"{pid} {' '.join(psutil.Process(pid).cmdline())[:80]}")
-        except psutil.Error:
-            continue
-    return described
+    return [f"{pid} {command_line(pid)[:80]}" for pid in alive(running)]
 
 
 def _server_pids(pidfile: Path, timeout_s: float = 60.0) -> list[int]:
@@ -102,7 +86,7 @@ def test_no_server_process_outlives_the_app_however_it_ends(tmp_path: Path, sign
     try:
         assert app.stdout is not None and app.stdout.readline().strip() == "settled"
         pids = _server_pids(pidfile)
-        tree = [p.pid for p in psutil.Process(app.pid).children(recursive=True)]
+        tree = descendant_pids(app.pid)
         os.kill(app.pid, signum)
         app.wait(30)
         left = _survivors([*pids, *tree])
@@ -116,21 +100,8 @@ LONG = "Write a function that reverses a linked list."
 """The demo model goes on for its whole reply budget here: long enough to stop mid-reply."""
 
 
-def _tree(pid: int) -> list[int]:
-    try:
-        return [p.pid for p in psutil.Process(pid).children(recursive=True)]
-    except psutil.Error:
-        return []
-
-
 def _engine_started(pid: int) -> bool:
-    for child in _tree(pid):
-        try:
-            if "EngineCore" in " ".join(psutil.Process(child).cmdline()):
-                return True
-        except psutil.Error:
-            continue
-    return False
+    return bool(descendants_running("EngineCore", pid))
 
 
 @pytest.mark.engine
@@ -155,14 +126,14 @@ def test_ask_ended_mid_reply_or_mid_start_leaves_no_process(tmp_path: Path, sign
             out = b""
             while len(out) < 200 and ask.poll() is None and time.monotonic() < deadline:
                 out += ask.stdout.read() or b""
-                seen.update(_tree(ask.pid))
+                seen.update(descendant_pids(ask.pid))
                 time.sleep(0.1)
             assert len(out) >= 200, f"no reply streamed: {out!r}"
         else:
             while not _engine_started(ask.pid) and ask.poll() is None and time.monotonic() < deadline:
-                seen.update(_tree(ask.pid))
+                seen.update(descendant_pids(ask.pid))
                 time.sleep(0.1)
-        seen.update(_tree(ask.pid))
+        seen.update(descendant_pids(ask.pid))
         assert ask.poll() is None and seen, "the command ended before the signal"
         os.kill(ask.pid, signum)
         ask.wait(60)
@@ -210,7 +181,7 @@ def test_the_app_ended_mid_reply_keeps_it_restores_the_terminal_and_leaves_nothi
         term.type(LONG)
         term.press("enter")
         term.wait_for(lambda text: "self." in text or "'tix" in text or "def " in text, 60, "streamed text")
-        tree = _tree(term.child.pid)
+        tree = descendant_pids(term.child.pid)
         recording.raw = b""
         os.kill(term.child.pid, signum)
         deadline = time.monotonic() + 60

@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import psutil
 import pytest
 
 from app.tui.widgets.prompt_input import PromptInput
@@ -24,6 +23,7 @@ from backend.config.settings import McpServerSettings, McpSettings, SettingsErro
 from backend.gemma4.call_format import format_call
 from backend.tools.mcp.config import McpConfigError, configured_servers, read_servers_json
 from backend.tools.mcp.host import McpHost
+from tests.process_tree import alive, descendants_running
 from tests.test_tui_tools import _scripted, wait_for_dialog
 from tests.tui_pilot import make_app, replies, wait_until
 
@@ -52,7 +52,7 @@ def host_of(tmp_path: Path) -> Iterator[Callable[[dict[str, McpServerSettings]],
 
 
 def _children() -> set[int]:
-    return {p.pid for p in psutil.Process().children(recursive=True) if "mcp_server" in " ".join(p.cmdline())}
+    return descendants_running("mcp_server")  # a zombie or an ended child is skipped, not an error
 
 
 def test_a_claude_desktop_file_reads_unchanged(tmp_path: Path) -> None:
@@ -220,9 +220,7 @@ def test_no_server_process_outlives_the_host(
     assert len(children) >= 2
     host.close()
     time.sleep(0.5)
-    assert not [
-        pid for pid in children if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"
-    ]
+    assert not alive(children)
 
 
 def test_gemma_chat_tools_lists_every_tool_and_every_failed_server(tmp_path: Path, gemma_home: Path) -> None:
@@ -288,9 +286,7 @@ async def test_an_mcp_call_asks_first_and_shows_its_server_in_the_timeline(tmp_p
         children = _children()
         assert children
     time.sleep(0.5)
-    assert not [
-        pid for pid in children if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"
-    ]
+    assert not alive(children)
 
 
 async def test_an_image_result_shows_in_its_block_and_reaches_a_model_that_sees(tmp_path: Path) -> None:

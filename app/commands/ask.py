@@ -109,8 +109,11 @@ def _approver(args: argparse.Namespace, console: TextIO):  # type: ignore[no-unt
     async def approve(call: ToolCall, tool: Tool) -> Decision:
         if args.yes:
             return "once"
-        if not sys.stdin.isatty():
-            console.write(f"gemma-chat: denied {tool.name} (needs approval; pass --yes to allow)\n")
+        if not _stdin_is_a_terminal():
+            console.write(
+                f"gemma-chat: denied {tool.name} (needs approval, and stdin is not a terminal to ask on; "
+                "pass --yes to allow)\n"
+            )
             return "deny"
         console.write(f"\nAllow {call_signature(call.name, call.arguments)}? [o]nce / [a]lways / [d]eny: ")
         console.flush()
@@ -118,6 +121,15 @@ def _approver(args: argparse.Namespace, console: TextIO):  # type: ignore[no-unt
         return "once" if answer == "o" else "always" if answer == "a" else "deny"
 
     return approve
+
+
+def _stdin_is_a_terminal() -> bool:
+    """Whether approval can be asked on stdin: not where it is a file, a pipe, or closed
+    (``ask <&-``: ``sys.stdin`` is None)."""
+    try:
+        return sys.stdin is not None and sys.stdin.isatty()
+    except (ValueError, OSError):  # a closed or broken stdin
+        return False
 
 
 async def _ask(

@@ -1,5 +1,9 @@
 """``gemma-chat make-model DIR``: a random-weight Gemma 4 checkpoint and its MTP drafter, or
-(``--real-weights``) Gemma 3 270M with real weights."""
+(``--real-weights``) Gemma 3 270M with real weights.
+
+``DIR`` must be new, empty, or a folder gemma-chat made (``backend.checkpoints.output_folder``):
+anything else is refused by name before any work. A full disk, too little memory or a folder that
+cannot be written each end in one sentence naming the cause, not an internal error."""
 
 from __future__ import annotations
 
@@ -9,17 +13,34 @@ from pathlib import Path
 
 
 def run_make_model(args: argparse.Namespace) -> int:
-    from backend.checkpoints import make_checkpoint
+    from backend.checkpoints.output_folder import build_failure
 
     started = time.monotonic()
     out = Path(args.out).expanduser()
-    if getattr(args, "real_weights", False):
-        return _real_weights(out, started)
+    try:
+        if getattr(args, "real_weights", False):
+            return _real_weights(out, started)
+        return _generated(args, out, started)
+    except (OSError, MemoryError, RuntimeError) as error:
+        failure = build_failure(error, out)
+        if failure is None:
+            raise
+        raise failure from error
+
+
+def _generated(args: argparse.Namespace, out: Path, started: float) -> int:
+    from backend.checkpoints import make_checkpoint
+    from backend.checkpoints.output_folder import claim, done_filling, start_filling
+    from backend.checkpoints.writer import MANIFEST
+
+    claim(out, (MANIFEST,))
+    start_filling(out)
     try:
         written = make_checkpoint(out, args.size, args.seed, centroids=args.centroids)
     except ValueError as error:
         print(f"gemma-chat make-model: {error}")
         return 2
+    done_filling(out)
     size_mb = sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) / 1e6
     centroids = f", drafter with {args.centroids} centroids" if args.centroids else ""
     print(
@@ -35,7 +56,7 @@ def _real_weights(out: Path, started: float) -> int:
 
     try:
         ensure(out)
-    except (RealWeightsUnavailable, ImportError, OSError) as error:
+    except (RealWeightsUnavailable, ImportError) as error:
         print(f"gemma-chat make-model: the real-weights checkpoint could not be built: {error}")
         return 1
     print(f"real weights (Gemma 3 270M, bfloat16) in {out} after {time.monotonic() - started:.1f} s")

@@ -1,4 +1,5 @@
-"""``gemma-chat train-demo OUT``: train the demo model and its drafter, with progress bars."""
+"""``gemma-chat train-demo OUT``: train the demo model and its drafter, with progress bars. ``OUT``
+must be new, empty, or a folder train-demo or make-model wrote (``output_folder.claim``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ def run_train_demo(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from backend.checkpoints.output_folder import claim, done_filling, start_filling
+    from backend.checkpoints.writer import MANIFEST
     from backend.demo.pipeline import DemoPlan, train_demo
 
     plan = DemoPlan(
@@ -23,6 +26,8 @@ def run_train_demo(args: argparse.Namespace) -> int:
         drafter_minutes=args.drafter_minutes,
         seed=args.seed,
     )
+    claim(plan.out, (MANIFEST, "work/tokenizer.json"))  # a folder of the user's: refused before any work
+    start_filling(plan.out)
     console = Console()
     budgets = f"model {plan.minutes:g} min, drafter {plan.drafter_minutes:g} min"
     console.print(f"gemma-chat train-demo: {plan.out} ({budgets})")
@@ -54,6 +59,7 @@ def run_train_demo(args: argparse.Namespace) -> int:
 
     with bars:
         manifest = train_demo(plan, progress)
+    done_filling(plan.out)
     model, drafter = manifest["model"], manifest["drafter"]
     console.print(
         f"model: {model['steps']} steps, {model['tokens_seen']:,} tokens, "

@@ -12,10 +12,11 @@ from pathlib import Path
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import VerticalScroll
+from textual.driver import Driver
 from textual.screen import Screen
 from textual.widgets import Footer
 
-from app.tui import palette
+from app.tui import palette, paste_input
 from app.tui.actions.attach import AttachActions
 from app.tui.actions.branch import BranchActions
 from app.tui.actions.chat import ChatActions
@@ -100,6 +101,10 @@ class GemmaChatApp(
         self.status = StatusBar(id="status")
         if settings.keymap:
             self.set_keymap(settings.keymap)
+
+    def get_driver_class(self) -> type[Driver]:
+        paste_input.install()  # a paste holding escape sequences arrives whole, in order, as text
+        return super().get_driver_class()
 
     def get_default_screen(self) -> Screen[None]:
         return ChatScreen(id="_default")

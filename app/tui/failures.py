@@ -26,6 +26,7 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from app.failure_log import record_failure
+from app.tui.untrusted import escaped
 from backend.terminal_text import terminal_safe
 
 
@@ -50,16 +51,17 @@ class ReportingApp(App[None]):
         title: str = "",
         severity: SeverityLevel = "information",
         timeout: float | None = None,
-        markup: bool = True,
+        markup: bool = False,
     ) -> None:
-        """Textual's ``notify``; a notice can quote a server, a tool or a file name, so its
-        control characters are made visible (``backend.terminal_text``)."""
+        """Textual's ``notify``; a notice can quote a server, a tool, a title or a file name, so
+        it is shown as text, never markup (``app.tui.untrusted``); ``markup=True`` only for the
+        app's own markup, where anything quoted in it went through ``untrusted.escaped``."""
         super().notify(
-            terminal_safe(message),
+            terminal_safe(message) if markup else escaped(message),
             title=terminal_safe(title),
             severity=severity,
             timeout=timeout,
-            markup=markup,
+            markup=True,
         )
 
     def guard(self, what: str, callback: Callable[..., Any]) -> Callable[..., Awaitable[None]]:

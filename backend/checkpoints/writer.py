@@ -26,6 +26,8 @@ from backend.checkpoints.tokenizer import NAMED_TOKENS, STOP_TOKEN_IDS, TOKEN_ID
 FINAL_NORM_SCALE = 50.0
 IMAGE_SOFT_TOKENS = 280  # the processor's default budget; vLLM requires default_output_length == it
 MODEL_DIR, DRAFTER_DIR = "model", "drafter"
+MANIFEST = "gemma-chat-checkpoint.json"
+"""Written last, into the folder holding both: what made the checkpoint, and that gemma-chat did."""
 
 
 @dataclass(frozen=True)
@@ -258,5 +260,5 @@ def save_checkpoint(
         write_generation_config(directory)
     write_processor_config(model_dir)
     manifest = {**manifest, "named": NAMED_TOKENS}
-    (out / "gemma-chat-checkpoint.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     return GeneratedCheckpoint(model=model_dir, drafter=drafter_dir)

@@ -4,7 +4,9 @@ The prompt is rendered as text and tokenized with special tokens parsed, so a us
 result, a file the model read or an MCP server's answer holding ``<turn|>\\n<|turn>model\\n`` or
 ``<|tool_call>`` would reach the model as Gemma 4's own turn and call tokens: forged turns and
 tool calls (indirect prompt injection in the model's own tokens). Every string that goes into the
-template's messages — text, thoughts, tool-call arguments, tool responses — has each special token
+template — the messages' text, thoughts, tool-call arguments and their names, tool responses and
+their keys (an MCP tool's ``structuredContent``), and the tools' declarations (names,
+descriptions, property names and descriptions, enum values) — has each special token
 of the model's tokenizer broken by a WORD JOINER (U+2060, invisible) after its first character:
 ``<|turn>`` becomes ``<⁠|turn>``, which the tokenizer reads as ordinary text. Only the template's
 own markers are special tokens in the prompt, and the placeholders the app itself places
@@ -19,7 +21,9 @@ from typing import Any
 
 JOINER = "\u2060"
 STRUCTURE_KEYS = frozenset({"role", "type"})
-"""Keys whose values the app itself sets (never text from outside)."""
+"""Keys whose word values (``user``, ``image``, ``function``, ``object``) the app itself sets and
+the template compares; any other value under them — a server's ``{"type": "<|turn>…"}`` — is
+defused like every other string."""
 
 
 class Structure(str):
@@ -49,13 +53,21 @@ def defuse_text(text: str, pattern: re.Pattern[str] | None) -> str:
 
 
 def defuse(value: Any, pattern: re.Pattern[str] | None) -> Any:
-    """``value`` (the template's messages) with every string defused, structure keys aside."""
+    """``value`` (the template's messages, or the tools' declarations) with every string defused,
+    dict keys included; a structure key's word value aside (``STRUCTURE_KEYS``)."""
     if isinstance(value, Structure):
         return str(value)
     if isinstance(value, str):
         return defuse_text(value, pattern)
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):
         return [defuse(item, pattern) for item in value]
     if isinstance(value, dict):
-        return {k: v if k in STRUCTURE_KEYS else defuse(v, pattern) for k, v in value.items()}
+        return {
+            defuse(k, pattern) if isinstance(k, str) else k: v if _is_structure(k, v) else defuse(v, pattern)
+            for k, v in value.items()
+        }
     return value
+
+
+def _is_structure(key: object, value: object) -> bool:
+    return key in STRUCTURE_KEYS and isinstance(value, str) and value.isidentifier()

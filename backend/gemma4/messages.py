@@ -95,12 +95,13 @@ class PromptRenderer:
     ) -> RenderedPrompt:
         """The prompt for ``messages``; ``tools`` (declarations) override the renderer's own;
         ``think`` turns on Gemma 4's thinking mode (the template's ``enable_thinking``)."""
+        declared = defuse(tools if tools is not None else self.tools, self._specials())  # text from servers
         text = template_bounds.render(
             self.folder,
             self.tokenizer.chat_template,
             lambda: self.tokenizer.apply_chat_template(
                 defuse(template_messages(messages), self._specials()),
-                tools=(tools if tools is not None else self.tools) or None,
+                tools=declared or None,
                 tokenize=False,
                 add_generation_prompt=True,
                 enable_thinking=think,

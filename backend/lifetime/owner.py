@@ -63,4 +63,7 @@ def end_children(grace_s: float = EXIT_GRACE_S) -> list[int]:
     that had to be SIGKILLed."""
     if os.environ.get(OWNER_VARIABLE) != str(os.getpid()):
         return []  # a forked child running the parent's atexit handlers
-    return end_descendants(grace_s, keep=_resource_tracker)
+    try:
+        return end_descendants(grace_s, keep=_resource_tracker)
+    except OSError:  # /proc unreadable (out of memory at exit): a traceback would bury the message
+        return []

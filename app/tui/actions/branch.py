@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 from textual.app import SystemCommand
 
+from app.tui.untrusted import escaped
 from backend.chat.branches import Branch, branches, show_branch
 from backend.chat.conversation import Conversation
 from backend.chat.store import ChatStore, StoreError
@@ -61,7 +62,7 @@ class BranchActions:
         for number, branch in enumerate(found, 1):
             mark = " (shown)" if branch.leaf_id == shown else ""
             yield SystemCommand(
-                f"Branch {number} of {len(found)}{mark}: {branch.preview}",
+                f"Branch {number} of {len(found)}{mark}: {escaped(branch.preview)}",
                 f"Show this branch of the chat ({branch.messages} messages)",
                 lambda leaf=branch.leaf_id: self.call_later(self._switch_branch, leaf),
             )

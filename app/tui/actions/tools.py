@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from textual.app import SystemCommand
 
 from app.tui.screens.approval import ApprovalScreen
+from app.tui.untrusted import escaped
 from backend.config import paths
 from backend.config.settings import APPROVAL_POLICIES, ApprovalPolicy, Settings
 from backend.errors import GemmaChatError
@@ -94,14 +95,14 @@ class ToolActions:
         host = self.mcp
         for status in host.statuses():
             name = status.name
-            yield SystemCommand(
-                f"MCP: restart {name}",
-                f"{status.describe()} · {status.transport}",
+            yield SystemCommand(  # the palette reads titles and help as markup: a server's text is escaped
+                f"MCP: restart {escaped(name)}",
+                escaped(f"{status.describe()} · {status.transport}"),
                 lambda n=name: host.restart(n),
             )
             if status.state != "disabled":
                 yield SystemCommand(
-                    f"MCP: disable {name}",
+                    f"MCP: disable {escaped(name)}",
                     "Stop it and offer none of its tools",
                     lambda n=name: host.disable(n),
                 )

@@ -10,6 +10,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static
 
+from app.tui.untrusted import escaped, literal
 from backend.gemma4.tool_call import ToolCall
 from backend.tools.runner import Decision
 from backend.tools.spec import Tool
@@ -29,13 +30,10 @@ class ApprovalScreen(ModalScreen[Decision]):
     def compose(self) -> ComposeResult:
         effects = "It has side effects." if self.tool.side_effects else "It only reads or computes."
         with Vertical(id="dialog", classes="approval"):
-            yield Label(f"The model wants to run [b]{self.tool.name}[/b]", classes="title")
-            yield Static(f"{self.tool.description} {effects}", classes="muted")
-            yield Static(
-                json.dumps(self.call.arguments, indent=2, ensure_ascii=False),
-                classes="tool-args",
-                markup=False,
-            )
+            yield Label(f"The model wants to run [b]{escaped(self.tool.name)}[/b]", classes="title")
+            yield Static(literal(f"{self.tool.description} {effects}"), classes="muted")
+            arguments = json.dumps(self.call.arguments, indent=2, ensure_ascii=False)
+            yield Static(literal(arguments), classes="tool-args")
             with Horizontal(classes="buttons"):
                 yield Button("Allow once (o)", id="once", variant="primary")
                 yield Button("Always for this chat (a)", id="always")

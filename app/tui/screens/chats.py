@@ -11,6 +11,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList
 from textual.widgets.option_list import Option
 
+from app.tui.untrusted import literal
 from backend.chat.store import ChatStore
 
 
@@ -44,7 +45,8 @@ class ChatsScreen(ModalScreen[ChatAction | None]):
     def _fill(self, search: str) -> None:
         options = self.query_one(OptionList)
         options.clear_options()
-        options.add_options([Option(chat.title, id=str(chat.id)) for chat in self.store.chats(search)])
+        chats = self.store.chats(search)
+        options.add_options([Option(literal(chat.title), id=str(chat.id)) for chat in chats])
         if options.option_count:
             options.highlighted = 0
 

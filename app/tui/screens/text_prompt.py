@@ -8,6 +8,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label
 
+from app.tui.untrusted import literal
+
 
 class TextPromptScreen(ModalScreen[str | None]):
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
@@ -19,7 +21,7 @@ class TextPromptScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
-            yield Label(self.title_text)
+            yield Label(literal(self.title_text))
             yield Input(self.value, id="answer")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:

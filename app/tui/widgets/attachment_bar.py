@@ -9,6 +9,7 @@ from textual.containers import Horizontal
 from textual.message import Message
 from textual.widgets import Button
 
+from app.tui.untrusted import literal
 from backend.media.attachment import Attachment
 
 
@@ -35,9 +36,8 @@ class AttachmentBar(Horizontal):
         chips = []
         for index, attachment in enumerate(attachments):
             counts[attachment.kind] = counts.get(attachment.kind, 0) + 1
-            chips.append(
-                Button(chip_label(attachment, counts[attachment.kind]), id=f"chip-{index}", classes="chip")
-            )
+            label = literal(chip_label(attachment, counts[attachment.kind]))
+            chips.append(Button(label, id=f"chip-{index}", classes="chip"))
         await self.mount_all(chips)
         self.display = bool(attachments)
 

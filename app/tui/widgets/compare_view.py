@@ -7,6 +7,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
+from app.tui.untrusted import literal
 from app.tui.widgets.message_view import MessageView
 from backend.chat.verdict import Verdict
 
@@ -38,4 +39,4 @@ class CompareView(Vertical):
         self.query_one(".verdict", Static).update("\n".join(lines))
 
     def show_failure(self, message: str) -> None:
-        self.query_one(".verdict", Static).update(f"comparison incomplete: {message}")
+        self.query_one(".verdict", Static).update(literal(f"comparison incomplete: {message}"))

@@ -8,6 +8,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Label, Markdown, Sparkline, Static
 
+from app.tui.untrusted import literal
 from app.tui.widgets.markdown_stream import ThrottledMarkdownStream
 from app.tui.widgets.thought_block import ThoughtBlock
 from app.tui.widgets.tool_block import ToolBlock
@@ -113,14 +114,14 @@ class MessageView(Vertical):
         """The reply's tokens as this session's engine gave them (F7 shows its accepted drafts)."""
 
     def compose(self) -> ComposeResult:
-        yield Label("You" if self.role == "user" else f"Gemma · {self.path or ''}", classes="role")
+        yield Label(literal("You" if self.role == "user" else f"Gemma · {self.path or ''}"), classes="role")
         if self.attachments:
             counts: dict[str, int] = {}
             chips = []
             for a in self.attachments:
                 counts[a.kind] = counts.get(a.kind, 0) + 1
                 chips.append(f"[{a.kind.capitalize()} #{counts[a.kind]} {a.detail} · {a.tokens} tok]")
-            yield Label(" ".join(chips), classes="attachments", markup=False)
+            yield Label(literal(" ".join(chips)), classes="attachments")
         tools = Vertical(*(ToolBlock(record=r) for r in self.tool_records), classes="tools")
         tools.display = bool(self.tool_records)
         yield tools
@@ -131,7 +132,7 @@ class MessageView(Vertical):
         if self.role != "user":
             yield Sparkline([], classes="spark")
             line = figures_line(self.metrics, self.path, self.tool_seconds)
-            yield Static(f"{line} · {self.status}" if self.status else line, classes="figures")
+            yield Static(literal(f"{line} · {self.status}" if self.status else line), classes="figures")
 
     @property
     def body(self) -> Markdown:
@@ -171,7 +172,7 @@ class MessageView(Vertical):
 
     def show_note(self, note: str) -> None:
         """A line in the figures footer before any figure exists (e.g. waiting for the engine)."""
-        self.query_one(".figures", Static).update(f"{self.path or ''} · {note}")
+        self.query_one(".figures", Static).update(literal(f"{self.path or ''} · {note}"))
 
     def show_metrics(self, metrics: TurnMetrics) -> None:
         self.metrics = metrics
@@ -190,19 +191,19 @@ class MessageView(Vertical):
         if self.role != "user":
             self.query_one(".spark", Sparkline).display = False
             line = figures_line(metrics, self.path, self.tool_seconds)
-            self.query_one(".figures", Static).update(f"{line} · {status}" if status else line)
+            self.query_one(".figures", Static).update(literal(f"{line} · {status}" if status else line))
             if metrics is not None:
                 self.metrics = metrics
                 self.thought.set(self.thought.text, metrics.thought_tokens)
 
     async def add_note(self, note: str) -> None:
         """A line below the reply that says something about it (not part of its text)."""
-        await self.mount(Static(terminal_safe(note), classes="note", markup=False))
+        await self.mount(Static(literal(note), classes="note"))
 
     async def fail(self, message: str) -> None:
         """End the reply with an error block; whatever streamed before stays above it."""
         await self.finish(self.metrics, "failed")
-        await self.mount(Static(terminal_safe(message), classes="error", markup=False))
+        await self.mount(Static(literal(message), classes="error"))
 
     def last_code_block(self) -> str | None:
         blocks = self.text.split("```")

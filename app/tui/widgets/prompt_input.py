@@ -11,6 +11,7 @@ from textual import events
 from textual.message import Message
 from textual.widgets import TextArea
 
+from app.tui.paste_input import pasted_text
 from backend.media.attachment import kind_of
 
 
@@ -73,6 +74,14 @@ class PromptInput(TextArea):
             event.prevent_default()
             event.stop()
             self.post_message(self.PathPasted(path))
+            return
+        text = pasted_text(event.text)  # escape sequences dropped, controls visible, in order
+        if text != event.text:
+            event.prevent_default()
+            event.stop()
+            if not self.read_only:
+                done = self.replace(text, *self.selection, maintain_selection_offset=False)
+                self.move_cursor(done.end_location)
 
     async def _on_key(self, event: events.Key) -> None:
         current: str = self.document.text

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from textual.reactive import reactive
 from textual.widgets import Static
 
+from app.tui.untrusted import escaped
+
 
 def gauge(used: int, window: int, width: int = 10) -> str:
     filled = round(width * min(used / window, 1.0)) if window else 0
@@ -91,11 +93,7 @@ class StatusFigures:
             parts = self.parts(level)
             if len(" │ ".join(label + value for label, value in parts)) <= width:
                 break
-        return " │ ".join(f"{label}[b]{_escape(value)}[/b]" for label, value in parts)
-
-
-def _escape(text: str) -> str:
-    return text.replace("[", r"\[")
+        return " │ ".join(f"{label}[b]{escaped(value)}[/b]" for label, value in parts)
 
 
 class StatusBar(Static):

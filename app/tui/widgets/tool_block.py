@@ -8,6 +8,7 @@ import json
 from textual.containers import Vertical
 from textual.widgets import Button, Collapsible, Static
 
+from app.tui.untrusted import escaped
 from app.tui.widgets.thumbnail import thumbnail
 from backend.gemma4.tool_call import ToolCall
 from backend.terminal_text import terminal_safe
@@ -28,7 +29,8 @@ class ToolBlock(Collapsible):
     def __init__(self, call: ToolCall | None = None, record: ToolRecord | None = None) -> None:
         name = record.name if record else call.name if call else "?"
         arguments = record.arguments if record else call.arguments if call else {}
-        self.signature = terminal_safe(call_signature(name or "?", arguments, width=70))
+        self.signature = escaped(call_signature(name or "?", arguments, width=70))
+        """The call as the block's title shows it: Textual markup, the model's text escaped."""
         self.record: ToolRecord | None = None
         self.full_result = ""
         self.arguments_view = Static(

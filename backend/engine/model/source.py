@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -178,13 +177,16 @@ def demo_model() -> ModelSource:
 def generated_model(size: str, seed: int, name: str | None = None) -> ModelSource:
     """A generated checkpoint of ``size`` in the cache, written on first use and then reused."""
     from backend.checkpoints import make_checkpoint
+    from backend.checkpoints.output_folder import done_filling, remove_own, start_filling
 
     root = paths.generated_models_dir() / f"{size}-seed{seed}"
     if not (root / GENERATED_MANIFEST).is_file():
         partial = root.with_name(f"{root.name}.partial-{os.getpid()}")
-        shutil.rmtree(partial, ignore_errors=True)
+        remove_own(partial, (GENERATED_MANIFEST,))  # only what gemma-chat made: else refused by name
+        start_filling(partial)
         make_checkpoint(partial, size, seed)
-        shutil.rmtree(root, ignore_errors=True)
+        done_filling(partial)
+        remove_own(root, (GENERATED_MANIFEST,))
         partial.rename(root)
     return ModelSource(
         path=root / "model",

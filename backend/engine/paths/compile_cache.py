@@ -49,6 +49,7 @@ PROCESS_VARIABLES = (FORCE_ENV, "GEMMA_CHAT_CPU_LINEAR_MIN_WEIGHTS")
 engine's processes inherit it): forced decisions and the kernel's layer-size threshold."""
 _LOADED = re.compile(r"Directly load AOT compilation from path (\S+)")
 SET_ASIDE_DIR = "set-aside-by-gemma-chat"
+AOT_DIR = "torch_aot_compile"
 
 
 @lru_cache(maxsize=8)
@@ -105,12 +106,21 @@ def loaded_entry(log_text: str) -> Path | None:
     if not found:
         return None
     model = Path(found[-1])  # …/torch_aot_compile/<hash>/rank_<r>_<dp>/model
-    return model.parent.parent if model.parent.name.startswith("rank_") else model.parent
+    entry = model.parent.parent if model.parent.name.startswith("rank_") else model.parent
+    return entry if _is_cache_entry(entry) else None
+
+
+def _is_cache_entry(entry: Path) -> bool:
+    """Whether ``entry`` is a hash folder in vLLM's ``torch_aot_compile`` (anything else a log line
+    names is never moved or deleted: gemma-chat removes only cache entries)."""
+    return entry.parent.name == AOT_DIR and entry.name not in ("", ".", "..")
 
 
 def set_aside(entry: Path) -> Path | None:
     """Move a cache entry out of vLLM's way (beside it, for a look); None where it could not move:
     then it is removed, and where that fails too the next start meets it again."""
+    if not _is_cache_entry(entry):
+        return None
     target = entry.parent / SET_ASIDE_DIR / f"{entry.name}-{int(time.time())}"
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
