@@ -39,7 +39,5 @@ def test_ask_into_dev_full_says_the_output_is_full(tmp_path: Path) -> None:
 def test_only_a_want_of_space_is_said_as_one() -> None:
     assert out_of_space(OSError(13, "Permission denied")) is None
     said = out_of_space(OSError(28, "No space left on device", "/x/history.db"))
-    assert (
-        said
-        == "a write failed: No space left on device (/x/history.db). Free space on that disk and run it again."
-    )
+    assert said is not None
+    assert said.startswith("a write failed: No space left on device (/x/history.db). Free space")
