@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
+from backend.engine.local.disk_space import LOW_BYTES, NO_SPACE, full_disk, start_folders
+from backend.engine.local.start_watch import StartStopped
 from backend.errors import EngineStartFailed, GemmaChatError, NotEnoughMemory
 
 _KV_TOO_SMALL = re.compile(
@@ -81,6 +83,10 @@ _UNWRITABLE = re.compile(
 
 def diagnose(error: BaseException, log_text: str, log_path: Path | None) -> GemmaChatError:
     """The user-facing error for a failed engine start, from the exception and the engine log."""
+    if isinstance(error, StartStopped):  # the watch ended a start that neither got ready nor failed
+        cause = error.__cause__ if isinstance(error.__cause__, Exception) else RuntimeError(str(error))
+        found = diagnose(cause, log_text, log_path)
+        return EngineStartFailed(f"The engine core {error}, so it was stopped. {found.problem}", found.fix)
     text = f"{log_text}\n{error}"
     where = f" The engine log is {log_path}." if log_path else ""
     found = _KV_TOO_SMALL.search(text)
@@ -118,6 +124,12 @@ def diagnose(error: BaseException, log_text: str, log_path: Path | None) -> Gemm
             "vLLM keeps its compile cache under VLLM_CACHE_ROOT (default ~/.cache/vllm) and gemma-chat "
             "its own under GEMMA_CHAT_HOME: point the one named at a writable folder, or make it "
             f"writable.{where}",
+        )
+    full = full_disk(start_folders(log_path), low_bytes=1 << 30 if NO_SPACE in text else LOW_BYTES)
+    if full is not None:
+        return EngineStartFailed(
+            f"The engine could not start: {full}.",
+            f"Free space on that disk, or point GEMMA_CHAT_HOME (or VLLM_CACHE_ROOT) at another.{where}",
         )
     last = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
     cause = root_cause(log_text) if any(wrapper in last for wrapper in _WRAPPERS) else None
