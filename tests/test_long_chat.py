@@ -36,7 +36,8 @@ def _chat_of(path: Path, messages: int) -> int:
     )
     with db:
         db.executemany(
-            "INSERT INTO messages(id, chat_id, parent_id, role, text, created) VALUES (?, ?, ?, ?, ?, ?)", rows
+            "INSERT INTO messages(id, chat_id, parent_id, role, text, created) VALUES (?, ?, ?, ?, ?, ?)",
+            rows,
         )
         db.execute("UPDATE chats SET current_leaf = ? WHERE id = ?", (first + messages - 1, chat))
     db.close()

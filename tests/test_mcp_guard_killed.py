@@ -20,7 +20,8 @@ from backend.lifetime.owner import own
 from backend.config.settings import McpServerSettings
 from backend.tools.mcp.host import McpHost
 own()
-host = McpHost({"h": McpServerSettings(command=sys.executable, args=[sys.argv[1], sys.argv[2], "kill-guard"])})
+server = McpServerSettings(command=sys.executable, args=[sys.argv[1], sys.argv[2], "kill-guard"])
+host = McpHost({"h": server})
 host.start()
 try:
     host.wait_settled(60)

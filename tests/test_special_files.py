@@ -54,3 +54,29 @@ def test_a_regular_log_still_gets_the_traceback(tmp_path: Path) -> None:
     sentence = _sentence_within_deadline(log)
     assert f"details in {log}" in sentence
     assert "KeyError: 'k'" in log.read_text()
+
+
+def test_a_fifo_as_the_engine_log_is_refused_by_name(tmp_path: Path) -> None:
+    from backend.engine.local.log import capture_stderr
+    from backend.errors import EngineStartFailed
+
+    log = tmp_path / "chat.log"
+    os.mkfifo(log)
+    reader = os.open(log, os.O_RDONLY | os.O_NONBLOCK)
+    refused: list[str] = []
+
+    def start() -> None:
+        try:
+            with capture_stderr(log):
+                pass
+        except EngineStartFailed as error:
+            refused.append(str(error))
+
+    try:
+        opener = threading.Thread(target=start, daemon=True)
+        opener.start()
+        opener.join(DEADLINE_S)
+        assert refused, f"capture_stderr still waits on {log} after {DEADLINE_S:g} s (or took it)"
+        assert f"The engine log {log} cannot be written: it is a named pipe (FIFO)" in refused[0]
+    finally:
+        os.close(reader)

@@ -2,7 +2,8 @@
 
 vLLM's engine core runs in child processes that write to the inherited standard error.
 ``capture_stderr(path)`` points file descriptor 2 at a log file (children inherit it), so
-the terminal stays clean and the cause of a failure can be read back by ``diagnose``.
+the terminal stays clean and the cause of a failure can be read back by ``diagnose``. The log is
+opened without blocking and must be a regular file: a FIFO in its place is refused by name.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
+from backend.config.file_checks import open_append_checked
 from backend.engine.local.disk_space import LOW_BYTES, NO_SPACE, full_disk, start_folders
 from backend.engine.local.start_watch import StartStopped
 from backend.errors import EngineStartFailed, GemmaChatError, NotEnoughMemory
@@ -55,10 +57,18 @@ def capture_stderr(path: Path) -> Iterator[TextIO]:
     Yields a text stream on the original standard error, for messages meant for the user.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
+    try:  # without blocking: a FIFO or a device in the log's place is refused by name
+        descriptor = open_append_checked(path)
+    except (OSError, ValueError) as error:
+        why = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        raise EngineStartFailed(
+            f"The engine log {path} cannot be written: {why}.",
+            "Remove it (gemma-chat writes a regular file there), or point GEMMA_CHAT_HOME elsewhere.",
+        ) from None
     sys.stderr.flush()
     saved = os.dup(2)
     console = os.fdopen(os.dup(saved), "w", buffering=1)
-    with open(path, "ab", buffering=0) as log:
+    with os.fdopen(descriptor, "ab", buffering=0) as log:
         os.dup2(log.fileno(), 2)
         try:
             yield console
