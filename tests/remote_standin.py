@@ -81,6 +81,8 @@ class Standin:
 
     def __exit__(self, *_: object) -> None:
         if self._loop is not None:
+            ended = asyncio.run_coroutine_threadsafe(_end_answers(), self._loop)
+            ended.result(10)  # answers still trickling or silent end in their loop, not after it
             self._loop.call_soon_threadsafe(self._loop.stop)
 
     def _run(self) -> None:
@@ -208,6 +210,13 @@ def _send(writer: asyncio.StreamWriter, status: int, body: str, kind: str = "app
         f"connection: close\r\n\r\n".encode()
         + data
     )
+
+
+async def _end_answers() -> None:
+    tasks = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def _trickle(writer: asyncio.StreamWriter) -> None:

@@ -32,6 +32,7 @@ FAILED_GRACE_S = 15.0
 STALL_S = 600.0
 STOP_GRACE_S = 60.0
 """How long a stopped start has to end once its processes are killed."""
+READ_MAX = 4 << 20
 FAILED_MARK = "EngineCore failed to start"
 """What vLLM's engine core logs when its initialisation raised."""
 
@@ -44,7 +45,7 @@ class StartStopped(Exception):
 
 @dataclass
 class StartWatch:
-    """What one start has done so far: its log (from ``offset``) and its processes' CPU time."""
+    """What one start has done so far: its log (read up to ``offset``) and its processes' CPU time."""
 
     log_path: Path | None
     offset: int = 0
@@ -63,7 +64,7 @@ class StartWatch:
         """Why the start should be stopped now ("" while it may go on)."""
         now = time.monotonic()
         log_size = _size(self.log_path)
-        if self._failed_at is None and processes and FAILED_MARK in self._log_since():
+        if self._failed_at is None and processes and FAILED_MARK in self._new_lines(log_size):
             self._failed_at = now
         if self._failed_at is not None and now - self._failed_at >= self.failed_grace_s:
             return f"said it failed to start and had not exited {self.failed_grace_s:g} s later"
@@ -74,15 +75,20 @@ class StartWatch:
             return f"used no CPU time and wrote nothing to its log for {self.stall_s:g} s"
         return ""
 
-    def _log_since(self) -> str:
-        if self.log_path is None:
+    def _new_lines(self, size: int) -> str:
+        """What the log gained since the last look (from a little before, so a mark split across
+        two looks is still seen); at most ``READ_MAX`` bytes a look."""
+        if self.log_path is None or size <= self.offset:
             return ""
+        start = max(self.offset - len(FAILED_MARK), 0)
         try:
             with open(self.log_path, "rb") as log:
-                log.seek(self.offset)
-                return log.read(4 << 20).decode(errors="replace")
+                log.seek(start)
+                new = log.read(min(size - start, READ_MAX))
         except OSError:
             return ""
+        self.offset = start + len(new)
+        return new.decode(errors="replace")
 
 
 async def watched(
@@ -97,13 +103,17 @@ async def watched(
     (the build's own error is its cause)."""
     watch = StartWatch.from_now(log_path)
     task = asyncio.ensure_future(build)
-    while True:
-        done, _ = await asyncio.wait({task}, timeout=POLL_S)
-        if done:
-            return task.result()
-        reason = watch.verdict(processes())
-        if reason:
-            break
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=POLL_S)
+            if done:
+                return task.result()
+            reason = watch.verdict(processes())
+            if reason:
+                break
+    except asyncio.CancelledError:  # the caller gave up on the start: so does the build
+        task.cancel()
+        raise
     stop()
     await asyncio.wait({task}, timeout=STOP_GRACE_S)
     if not task.done():  # a start stuck in this process: left to end on its own

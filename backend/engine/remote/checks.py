@@ -52,6 +52,11 @@ def check_status(url: str, endpoint: str, status: int) -> None:
             f"The vLLM server at {url} refused the API key ({status} on {endpoint}).",
             "Pass the server's key with --api-key or GEMMA_CHAT_API_KEY.",
         )
+    if status != 200 and endpoint == "/health":
+        raise EngineStartFailed(
+            f"The vLLM server at {url} answered /health with {status}: it is not ready, or no vLLM server.",
+            "Check that `vllm serve` (or `gemma-chat serve`) runs there and has finished starting.",
+        )
     if status != 200:
         raise EngineStartFailed(f"The vLLM server at {url} answered {endpoint} with {status}.", SERVER_FIX)
 
