@@ -94,9 +94,9 @@ _UNWRITABLE = re.compile(
 def diagnose(error: BaseException, log_text: str, log_path: Path | None) -> GemmaChatError:
     """The user-facing error for a failed engine start, from the exception and the engine log."""
     if isinstance(error, StartStopped):  # the watch ended a start that neither got ready nor failed
-        cause = error.__cause__ if isinstance(error.__cause__, Exception) else RuntimeError(str(error))
-        found = diagnose(cause, log_text, log_path)
-        return EngineStartFailed(f"The engine core {error}, so it was stopped. {found.problem}", found.fix)
+        raised = error.__cause__ if isinstance(error.__cause__, Exception) else RuntimeError(str(error))
+        inner = diagnose(raised, log_text, log_path)
+        return EngineStartFailed(f"The engine core {error}, so it was stopped. {inner.problem}", inner.fix)
     text = f"{log_text}\n{error}"
     where = f" The engine log is {log_path}." if log_path else ""
     found = _KV_TOO_SMALL.search(text)
