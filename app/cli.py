@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from app import __version__
+from app.output_failure import EXIT_OUTPUT_FAILED, out_of_space, quiet_stdout
 
 EXIT_USAGE = 2
 
@@ -370,25 +371,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # the reader left (`| head -1`): what it wanted was written
-        _quiet_stdout()
+        quiet_stdout()
         return 0
+    except OSError as error:
+        full = out_of_space(error)
+        if full is None:
+            return _internal_error(args, error)
+        quiet_stdout()
+        print(f"gemma-chat: {full}", file=sys.stderr)
+        return EXIT_OUTPUT_FAILED
     except Exception as error:  # a bug: one readable line (the traceback goes to the log), never silence
-        from app.failure_log import record_failure
-
-        what = f"running gemma-chat {args.command or 'chat'}"
-        print(f"gemma-chat: {record_failure(what, error)}", file=sys.stderr)
-        return 1
+        return _internal_error(args, error)
     parser.error(f"unknown command {args.command}")
     return EXIT_USAGE
 
 
-def _quiet_stdout() -> None:
-    """Point stdout at /dev/null, so flushing it at exit raises nothing more (Python's own advice
-    for a closed pipe)."""
-    import os
+def _internal_error(args: argparse.Namespace, error: Exception) -> int:
+    from app.failure_log import record_failure
 
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
+    what = f"running gemma-chat {args.command or 'chat'}"
+    print(f"gemma-chat: {record_failure(what, error)}", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

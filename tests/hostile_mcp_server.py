@@ -3,7 +3,8 @@
 
 It starts a plain child and a child in a session of its own (``setsid``, as a daemon would), writes
 its own pid and theirs to PIDFILE (one per line), answers ``initialize`` and ``tools/list``, and
-then ignores both EOF on stdin and SIGTERM: only SIGKILL ends it.
+then ignores both EOF on stdin and SIGTERM: only SIGKILL ends it. With ``kill-guard`` after
+PIDFILE it also SIGKILLs its parent (gemma-chat's guard) once it has listed its tools.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sys
 import time
 
 
-def main(pidfile: str) -> None:
+def main(pidfile: str, kill_guard: bool = False) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     plain = subprocess.Popen(["sleep", "600"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     detached = subprocess.Popen(
@@ -40,9 +41,11 @@ def main(pidfile: str) -> None:
             result = {"tools": []}
         sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}) + "\n")
         sys.stdout.flush()
+        if kill_guard and message.get("method") == "tools/list":
+            os.kill(os.getppid(), signal.SIGKILL)
     while True:  # EOF: a well-behaved server would exit here
         time.sleep(1)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2:] == ["kill-guard"])

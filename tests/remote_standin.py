@@ -15,6 +15,7 @@ leaves; a "silent" answer after ``SILENCE_S``), so nothing outlives a case.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import threading
 from collections.abc import Callable
@@ -25,12 +26,17 @@ from typing import Any
 DEMO_MODEL = Path(__file__).resolve().parent.parent / "assets" / "demo" / "model"
 MAX_CHUNKS = 20_000
 SILENCE_S = 60.0
+TRICKLE_S = 0.5
+BOMB_BYTES = 256 * 2**20
 
 
 @dataclass
 class Script:
+    health: str = "ok"
+    """ok, key (401: the API key refused)"""
     models: str = "ok"
-    """ok, html, list, no_len, lots"""
+    """ok, html, list, no_len, lots, trickle (a byte every ``TRICKLE_S``), bomb (gzip of
+    ``BOMB_BYTES``)"""
     tokenize: str = "ok"
     """ok, missing (404), html"""
     server_info: str = "missing"
@@ -75,6 +81,8 @@ class Standin:
 
     def __exit__(self, *_: object) -> None:
         if self._loop is not None:
+            ended = asyncio.run_coroutine_threadsafe(_end_answers(), self._loop)
+            ended.result(10)  # answers still trickling or silent end in their loop, not after it
             self._loop.call_soon_threadsafe(self._loop.stop)
 
     def _run(self) -> None:
@@ -101,7 +109,9 @@ class Standin:
     async def _answer(self, path: str, body: dict[str, Any], writer: asyncio.StreamWriter) -> None:
         s = self.script
         if path == "/health":
-            return _send(writer, 200, "")
+            return _send(writer, 401 if s.health == "key" else 200, "")
+        if path == "/v1/models" and s.models in ("trickle", "bomb"):
+            return await (_trickle(writer) if s.models == "trickle" else _bomb(writer))
         if path == "/v1/models":
             entry: dict[str, Any] = {
                 "id": str(DEMO_MODEL),
@@ -200,3 +210,43 @@ def _send(writer: asyncio.StreamWriter, status: int, body: str, kind: str = "app
         f"connection: close\r\n\r\n".encode()
         + data
     )
+
+
+async def _end_answers() -> None:
+    tasks = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _trickle(writer: asyncio.StreamWriter) -> None:
+    """Headers for a long JSON body, then one byte of it every ``TRICKLE_S`` (for ``SILENCE_S``)."""
+    writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100000\r\n\r\n{")
+    await writer.drain()
+    for _ in range(int(SILENCE_S / TRICKLE_S)):
+        await asyncio.sleep(TRICKLE_S)
+        writer.write(b" ")
+        await writer.drain()
+
+
+async def _bomb(writer: asyncio.StreamWriter) -> None:
+    """``BOMB_BYTES`` of spaces, gzip-compressed to about a thousandth of that."""
+    body = _bomb_body()
+    writer.write(
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-encoding: gzip\r\n"
+        + f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode()
+        + body
+    )
+    await writer.drain()
+
+
+@functools.cache
+def _bomb_body() -> bytes:
+    import gzip
+    import io
+
+    out = io.BytesIO()
+    with gzip.GzipFile(fileobj=out, mode="wb", compresslevel=9) as packed:
+        for _ in range(BOMB_BYTES // 2**20):
+            packed.write(b" " * 2**20)
+    return out.getvalue()

@@ -20,6 +20,7 @@ from app.tui import palette, paste_input
 from app.tui.actions.attach import AttachActions
 from app.tui.actions.branch import BranchActions
 from app.tui.actions.chat import ChatActions
+from app.tui.actions.earlier import EarlierActions
 from app.tui.actions.engines import EngineActions
 from app.tui.actions.quit import QuitActions
 from app.tui.actions.tools import ToolActions
@@ -40,6 +41,7 @@ from backend.media.attachment import Attachment
 
 class GemmaChatApp(
     TurnActions,
+    EarlierActions,
     EngineActions,
     QuitActions,
     BranchActions,

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from backend.chat.store import ChatStore, StoredMessage
+from backend.chat.store import ChatStore
 
 PREVIEW_CHARS = 60
+PREVIEW_WALK = 8
+"""How far up from a leaf its preview looks for the branch's last user message."""
+COUNT_LIMIT = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -25,20 +28,22 @@ class Branch:
     """The branch's last user message (where it differs, usually), then its last words."""
 
 
+def branch_count(store: ChatStore, chat_id: int) -> int:
+    """How many branches the chat has (one row per leaf, however long the chat)."""
+    return len(store.leaves(chat_id))
+
+
 def branches(store: ChatStore, chat_id: int) -> list[Branch]:
-    """Every branch of the chat, oldest leaf first."""
-    by_id = {m.id: m for m in store.messages(chat_id)}
+    """Every branch of the chat, oldest leaf first: for each, its length (a walk of ids in the
+    database, up to ``COUNT_LIMIT``) and its last ``PREVIEW_WALK`` messages, never the whole chat."""
     found = []
     for leaf in store.leaves(chat_id):
-        path: list[StoredMessage] = []
-        node: int | None = leaf.id
-        while node is not None and node in by_id and len(path) <= len(by_id):
-            path.append(by_id[node])
-            node = by_id[node].parent_id
-        asked = next((m.text for m in path if m.role == "user"), "")
+        before, _ = store.branch_before(chat_id, leaf.id, PREVIEW_WALK)
+        nearest_first = [leaf, *reversed(before)]
+        asked = next((m.text for m in nearest_first if m.role == "user"), "")
         last = leaf.text if leaf.role != "user" else ""
         preview = " ".join((f"{asked} → {last}" if last else asked).split())
-        found.append(Branch(leaf.id, len(path), _short(preview)))
+        found.append(Branch(leaf.id, store.path_length(leaf.id, COUNT_LIMIT), _short(preview)))
     return found
 
 

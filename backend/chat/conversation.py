@@ -1,7 +1,8 @@
 """One chat as the app holds it: the visible branch of turns, mirrored to the store when it can be.
 
 Writes go through ``_save``: a failing store records the error in ``last_store_error`` and
-the conversation carries on in memory (nothing the user typed or received is lost).
+the conversation carries on in memory (nothing the user typed or received is lost). A chat opens
+with its last ``HISTORY_TURNS`` turns; ``load_earlier`` brings the ones before, a page at a time.
 """
 
 from __future__ import annotations
@@ -9,12 +10,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from backend.chat.store import ChatStore, StoreError
+from backend.chat.store import ChatStore, StoredMessage, StoreError
 from backend.engine.metrics import TurnMetrics
 from backend.gemma4.messages import ChatMessage, MediaKind, Role
 from backend.media.attachment import Attachment, AttachmentError
 from backend.media.load import load_attachment
 from backend.tools.transcript import transcript_from_json
+
+HISTORY_TURNS = 400
+"""The most turns a chat opens with, its latest (issue 64, item 10): a 100,000-message chat opens
+as fast as a short one and holds as little. More than a context window's worth of ordinary turns;
+the model never saw more than the window anyway (the oldest are dropped until the prompt fits)."""
 
 
 @dataclass(frozen=True)
@@ -36,6 +42,9 @@ class Conversation:
         self.system_prompt = ""
         self.turns: list[Turn] = []
         self.last_store_error: str | None = None
+        self.earlier = False
+        """Whether the stored branch has turns before the first one held (a long chat opens with
+        its last ``HISTORY_TURNS``; ``load_earlier`` brings more)."""
         self.think: bool | None = None
         """This chat's thinking mode (None: the setting's); its replies record it, so it is
         remembered with the chat."""
@@ -46,16 +55,29 @@ class Conversation:
         summary = store.chat(chat_id)
         self.title, self.system_prompt = summary.title, summary.system_prompt
         missing: list[str] = []
-        self.turns = [
-            Turn(m.role, m.text, m.path, m.metrics, m.id, dict(m.extra), _reload(m.attachments, missing))
-            for m in store.branch(chat_id)
-        ]
+        stored, self.earlier = store.branch_tail(chat_id, HISTORY_TURNS)
+        self.turns = _turns(stored, missing)
         said = [bool(t.extra["think"]) for t in self.turns if isinstance(t.extra.get("think"), bool)]
         self.think = said[-1] if said else None
         if missing:
             self.last_store_error = (
                 f"{len(missing)} attachment(s) of this chat could not be loaded again: {'; '.join(missing)}"
             )
+
+    def load_earlier(self, count: int) -> int:
+        """Put up to ``count`` of the stored turns before the first one held in front of it; how
+        many came (0 where none are left, or the store cannot be read)."""
+        first = self.turns[0].message_id if self.turns else None
+        if not self.earlier or self.store is None or self.chat_id is None or first is None:
+            return 0
+        missing: list[str] = []
+        try:
+            stored, self.earlier = self.store.branch_before(self.chat_id, first, count)
+        except StoreError as error:
+            self.last_store_error = str(error)
+            return 0
+        self.turns[:0] = _turns(stored, missing)
+        return len(stored)
 
     def _save(self, write: Callable[[ChatStore, int], object]) -> int | None:
         """Run ``write(store, chat_id)``, creating the chat first if needed; its id result, if any."""
@@ -191,6 +213,13 @@ class Conversation:
     def rename(self, title: str) -> None:
         self.title = title
         self._save(lambda store, chat: store.rename(chat, title))
+
+
+def _turns(stored: list[StoredMessage], missing: list[str]) -> list[Turn]:
+    return [
+        Turn(m.role, m.text, m.path, m.metrics, m.id, dict(m.extra), _reload(m.attachments, missing))
+        for m in stored
+    ]
 
 
 def _reload(paths: tuple[str, ...], missing: list[str]) -> tuple[Attachment, ...]:

@@ -299,6 +299,34 @@ class ChatStore:
             leaf = by_id[leaf].parent_id
         return path[::-1]
 
+    def branch_tail(self, chat_id: int, count: int) -> tuple[list[StoredMessage], bool]:
+        """The last ``count`` messages of the branch on screen, oldest first, and whether earlier
+        ones lead to them: at most ``count + 1`` rows are read, however long the chat."""
+        rows = self._read("SELECT current_leaf FROM chats WHERE id = ?", (chat_id,))
+        return self._up_from(chat_id, rows[0][0] if rows else None, count)
+
+    def branch_before(self, chat_id: int, message_id: int, count: int) -> tuple[list[StoredMessage], bool]:
+        """The ``count`` messages the branch has before ``message_id`` (``branch_tail``'s way)."""
+        rows = self._read(
+            "SELECT parent_id FROM messages WHERE id = ? AND chat_id = ?", (message_id, chat_id)
+        )
+        return self._up_from(chat_id, rows[0][0] if rows else None, count)
+
+    def path_length(self, leaf_id: int, limit: int) -> int:
+        """How many messages lead from the root to ``leaf_id``, counted up to ``limit``."""
+        return int(self._read(f"{_UP} SELECT count(*) FROM up", (leaf_id, limit - 1))[0][0])
+
+    def _up_from(self, chat_id: int, start: int | None, count: int) -> tuple[list[StoredMessage], bool]:
+        if start is None or count < 1:
+            return [], start is not None
+        columns = ", ".join(f"m.{c}" for c in _COLUMNS)
+        rows = self._read(
+            f"{_UP} SELECT {columns} FROM up JOIN messages m ON m.id = up.id WHERE m.chat_id = ?"
+            " ORDER BY up.depth DESC",
+            (start, count, chat_id),
+        )
+        return [_message(row) for row in rows[-count:]], len(rows) > count
+
     def leaves(self, chat_id: int) -> list[StoredMessage]:
         """The chat's messages nothing follows: one per branch (an edit's, a regenerated reply's,
         or another window's writing to the same chat), oldest first."""
@@ -341,6 +369,14 @@ class ChatStore:
 
     def close(self) -> None:
         self._db.close()
+
+
+_COLUMNS = ("id", "chat_id", "parent_id", "role", "text", "path", "metrics", "attachments", "extra")
+_UP = (
+    "WITH RECURSIVE up(id, depth) AS (SELECT ?, 0 UNION ALL SELECT m.parent_id, up.depth + 1"
+    " FROM messages m JOIN up ON m.id = up.id WHERE m.parent_id IS NOT NULL AND up.depth < ?)"
+)
+"""A message and its ancestors, nearest first, each with its distance (bounded by the second ``?``)."""
 
 
 def _message(row: tuple[Any, ...]) -> StoredMessage:

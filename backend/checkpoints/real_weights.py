@@ -35,6 +35,8 @@ GGUF_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
 """The assembled file's digest, as the package states it."""
 DONE = "gemma-chat-real-weights.json"
 """Written last: a folder without it is incomplete and is built again."""
+BUILD_WAIT_S = 2400.0
+"""How long a second process waits for another's build (the download alone may take 1,800 s)."""
 
 
 def default_dir() -> Path:
@@ -49,14 +51,18 @@ class RealWeightsUnavailable(RuntimeError):
 def ensure(dest: Path, log: object = print) -> Path:
     """The checkpoint folder, built first where it is not complete (one build at a time: a second
     process asking meanwhile waits for it, then finds it complete)."""
-    import fcntl
+    from backend.config import file_lock
 
     if (dest / DONE).is_file():
         return dest
     claim(dest, (DONE,))
     dest.parent.mkdir(parents=True, exist_ok=True)
-    with open(dest.parent / f".{dest.name}.lock", "a") as lock:  # "a": a file of that name is kept
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    lock_path = dest.parent / f".{dest.name}.lock"
+    with open(lock_path, "a") as lock:  # "a": a file of that name is kept
+        try:
+            file_lock.hold(lock.fileno(), lock_path, BUILD_WAIT_S)
+        except file_lock.LockHeld as held:
+            raise RealWeightsUnavailable(f"another build of {dest} did not finish: {held}") from None
         if (dest / DONE).is_file():
             return dest
         return build(dest, log)

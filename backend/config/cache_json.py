@@ -20,11 +20,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from backend.config import file_lock
 from backend.config.file_checks import parse_bounded, read_checked
 
 MAX_BYTES = 4 << 20
 """4 MiB: these files hold a few entries of a few hundred bytes each."""
 SET_ASIDE_SUFFIX = ".set-aside"
+LOCK_WAIT_S = 10.0
+"""The longest an update waits for another process's lock (each update holds it for milliseconds)."""
 
 _notices: list[str] = []
 _lock = threading.Lock()
@@ -101,9 +104,9 @@ def read_object(path: Path, own: bool = True) -> dict[str, Any]:
 def locked(path: Path) -> Iterator[None]:
     """Hold an exclusive lock beside ``path`` (``.<name>.lock``) while a read-modify-write runs, so
     two processes storing at once merge instead of losing each other's entries. Without a lock
-    file (a folder that cannot be written) the body runs unlocked: the write fails there anyway."""
-    import fcntl
-
+    file (a folder that cannot be written) the body runs unlocked: the write fails there anyway.
+    A lock another process holds past ``LOCK_WAIT_S`` is not waited on further: a notice names it
+    and its holder, and the body runs unlocked (the worst case is a lost entry of a cache)."""
     lock_path = path.with_name(f".{path.name}.lock")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -112,7 +115,10 @@ def locked(path: Path) -> Iterator[None]:
         yield
         return
     try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        try:
+            file_lock.hold(descriptor, lock_path, LOCK_WAIT_S)
+        except file_lock.LockHeld as held:
+            notice(path, f"not locked while updated: {held}")
         yield
     finally:
         os.close(descriptor)

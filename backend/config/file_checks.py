@@ -64,6 +64,19 @@ def read_checked(path: Path, max_bytes: int = CONFIG_MAX_BYTES) -> bytes:
     return b"".join(chunks)
 
 
+def open_append_checked(path: Path) -> int:
+    """A descriptor for appending to ``path`` (created if missing), opened without blocking: a
+    FIFO with no reader fails at once (``OSError``), and anything that is not a regular file (a
+    FIFO with one, ``/dev/tty``, a socket) is refused with a ``ValueError`` naming what it is."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
+    descriptor = os.open(path, flags, 0o644)
+    mode = os.fstat(descriptor).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(descriptor)
+        raise ValueError(f"it is {_kind(mode)}, not a regular file")
+    return descriptor
+
+
 def parse_bounded(parse: Callable[[str], T], text: str, shown: str) -> T:
     """``parse(text)``, with a structure nested deeper than the parser's recursion can take (a
     100,000-deep ``[[[…`` or ``{"a":{…``) refused by name rather than as a ``RecursionError``."""

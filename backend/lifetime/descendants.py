@@ -1,5 +1,7 @@
 """A process's descendants, read from ``/proc``, and how they are ended: SIGTERM to all, a grace,
-then SIGKILL to what is left. Standard library only (the MCP guard runs without site-packages)."""
+then SIGKILL to what is left; and how they stay descendants (a subreaper adopts orphans) or end
+with their parent (a parent-death signal). Standard library only (the MCP guard runs without
+site-packages)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,32 @@ from collections.abc import Callable
 
 GRACE_S = 5.0
 """How long ended processes get to exit after SIGTERM before SIGKILL."""
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def _prctl(option: int, value: int) -> bool:
+    """Linux's ``prctl(option, value)``; False where it is not there or refused."""
+    try:
+        import ctypes
+
+        return int(ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)) == 0
+    except (OSError, AttributeError):  # not Linux
+        return False
+
+
+def become_subreaper() -> bool:
+    """Orphans among this process's descendants (a detached child, a server whose guard died) are
+    re-parented to this process instead of init, so they stay its descendants and end with it."""
+    return _prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+def die_with_parent(parent: int) -> None:
+    """In a child between fork and exec: SIGKILL it when ``parent`` ends (kept across exec). Where
+    the parent has already ended, it ends at once."""
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _parents() -> dict[int, int]:

@@ -10,13 +10,15 @@ whole tree (SIGTERM, then SIGKILL after a grace) when:
 * the app is gone (its pid is no longer the guard's parent — after a SIGKILL too): a server that
   ignores EOF on stdin would otherwise run on.
 
+The server gets SIGKILL when the guard ends (a parent-death signal set before it runs): a server
+that kills its guard does not outlive it (issue 64, item 19); the app, a subreaper itself
+(``owner``), adopts and ends what the server leaves.
+
 It exits with the server's status. Standard library only; it runs without site-packages.
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import os
 import signal
 import subprocess
@@ -24,7 +26,6 @@ import sys
 import time
 from pathlib import Path
 
-PR_SET_CHILD_SUBREAPER = 36
 POLL_S = 0.2
 GRACE_S = 1.0
 """Shorter than the SDK's own SIGTERM-to-SIGKILL wait (2 s), so the guard ends the tree first."""
@@ -35,25 +36,21 @@ def command(server: list[str]) -> list[str]:
     return [sys.executable, "-S", str(Path(__file__).resolve()), *server]
 
 
-def _subreaper() -> None:
-    with contextlib.suppress(OSError, AttributeError):  # not Linux: orphans go to init, the rest works
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-
-
 def main(argv: list[str]) -> int:
     if not argv:
         print("usage: mcp_guard.py COMMAND [ARGS…]", file=sys.stderr)
         return 2
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from backend.lifetime.descendants import end_descendants
+    from backend.lifetime.descendants import become_subreaper, die_with_parent, end_descendants
 
     stop: list[int] = []
     for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(signum, lambda number, _frame: stop.append(number))
-    _subreaper()
-    parent = os.getppid()
+    become_subreaper()  # not Linux: orphans go to init, the rest works
+    parent, guard = os.getppid(), os.getpid()
     try:
-        server = subprocess.Popen(argv)
+        # One thread here, so preexec_fn is safe: the server dies with the guard, even a SIGKILLed one.
+        server = subprocess.Popen(argv, preexec_fn=lambda: die_with_parent(guard))
     except OSError as error:
         print(f"gemma-chat: cannot start the MCP server {argv[0]}: {error}", file=sys.stderr)
         return 127

@@ -4,7 +4,9 @@
 inherit (their watchdogs end them if it dies), makes SIGTERM and SIGHUP an orderly way out — the
 same as Ctrl+C: ``Interrupted`` is raised in the main thread, so ``finally`` blocks shut engines
 and MCP servers down — and registers ``end_children`` to run at exit, which ends any descendant
-still running (SIGTERM, then SIGKILL after a grace). The chat app replaces the signal handlers
+still running (SIGTERM, then SIGKILL after a grace). It is a child subreaper too: a process
+orphaned below it (a detached child, an MCP server whose guard was killed) is re-parented to it,
+not to init, so it is still a descendant to end. The chat app replaces the signal handlers
 with its own (it saves the reply in progress first, then quits).
 """
 
@@ -15,7 +17,7 @@ import os
 import signal
 from types import FrameType
 
-from backend.lifetime.descendants import command_line, end_descendants
+from backend.lifetime.descendants import become_subreaper, command_line, end_descendants
 from backend.lifetime.watchdog import OWNER_VARIABLE
 
 EXIT_GRACE_S = 5.0
@@ -41,6 +43,7 @@ def own() -> None:
         return
     _owned = True
     os.environ[OWNER_VARIABLE] = str(os.getpid())
+    become_subreaper()  # orphans below (an MCP server whose guard was killed) stay ours to end
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _raise_interrupted)
     atexit.register(end_children)

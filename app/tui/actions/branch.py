@@ -9,7 +9,7 @@ from typing import Any, Protocol
 from textual.app import SystemCommand
 
 from app.tui.untrusted import escaped
-from backend.chat.branches import Branch, branches, show_branch
+from backend.chat.branches import Branch, branch_count, branches, show_branch
 from backend.chat.conversation import Conversation
 from backend.chat.store import ChatStore, StoreError
 
@@ -23,6 +23,7 @@ class BranchHost(Protocol):
     def call_later(self, callback: Any, *args: Any, **kwargs: Any) -> Any: ...
     async def _show_chat(self, chat_id: int | None) -> None: ...
     def _branches(self) -> list[Branch]: ...
+    def _branch_count(self) -> int: ...
     async def _switch_branch(self, leaf_id: int) -> None: ...
 
     _told_branches: frozenset[int]
@@ -43,21 +44,30 @@ class BranchActions:
         except StoreError:
             return []
 
-    def tell_branches(self: BranchHost) -> None:
-        found = self._branches()
+    def _branch_count(self: BranchHost) -> int:
         chat = self.conversation.chat_id
-        if len(found) > 1 and chat is not None and chat not in self._told_branches:
+        if self.store is None or chat is None:
+            return 0
+        try:
+            return branch_count(self.store, chat)
+        except StoreError:
+            return 0
+
+    def tell_branches(self: BranchHost) -> None:
+        count = self._branch_count()  # not every branch's walk: a long chat opens at once
+        chat = self.conversation.chat_id
+        if count > 1 and chat is not None and chat not in self._told_branches:
             self._told_branches = self._told_branches | {chat}
             self.notify(
-                f"This chat has {len(found)} branches (edits, regenerated replies, or another window "
+                f"This chat has {count} branches (edits, regenerated replies, or another window "
                 "writing to it): Ctrl+P → Branch shows the others.",
                 timeout=8,
             )
 
     def branch_commands(self: BranchHost) -> Iterable[SystemCommand]:
-        found = self._branches()
-        if len(found) < 2:
+        if self._branch_count() < 2:
             return
+        found = self._branches()
         shown = self.conversation.turns[-1].message_id if self.conversation.turns else None
         for number, branch in enumerate(found, 1):
             mark = " (shown)" if branch.leaf_id == shown else ""

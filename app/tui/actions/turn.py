@@ -195,7 +195,3 @@ class TurnActions:
             await self._start_turn()
 
         self.push_screen(TextPromptScreen("Edit your last message (the old branch is kept):", last), resend)
-
-    async def _show_chat_turns(self: TurnHost) -> None:
-        await self.messages_view.remove_children()
-        await self.messages_view.mount_all([turns.turn_view(t) for t in self.conversation.turns])

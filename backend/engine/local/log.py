@@ -2,7 +2,8 @@
 
 vLLM's engine core runs in child processes that write to the inherited standard error.
 ``capture_stderr(path)`` points file descriptor 2 at a log file (children inherit it), so
-the terminal stays clean and the cause of a failure can be read back by ``diagnose``.
+the terminal stays clean and the cause of a failure can be read back by ``diagnose``. The log is
+opened without blocking and must be a regular file: a FIFO in its place is refused by name.
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
+from backend.config.file_checks import open_append_checked
+from backend.engine.local.disk_space import LOW_BYTES, NO_SPACE, full_disk, start_folders
+from backend.engine.local.start_watch import StartStopped
 from backend.errors import EngineStartFailed, GemmaChatError, NotEnoughMemory
 
 _KV_TOO_SMALL = re.compile(
@@ -53,10 +57,18 @@ def capture_stderr(path: Path) -> Iterator[TextIO]:
     Yields a text stream on the original standard error, for messages meant for the user.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
+    try:  # without blocking: a FIFO or a device in the log's place is refused by name
+        descriptor = open_append_checked(path)
+    except (OSError, ValueError) as error:
+        why = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        raise EngineStartFailed(
+            f"The engine log {path} cannot be written: {why}.",
+            "Remove it (gemma-chat writes a regular file there), or point GEMMA_CHAT_HOME elsewhere.",
+        ) from None
     sys.stderr.flush()
     saved = os.dup(2)
     console = os.fdopen(os.dup(saved), "w", buffering=1)
-    with open(path, "ab", buffering=0) as log:
+    with os.fdopen(descriptor, "ab", buffering=0) as log:
         os.dup2(log.fileno(), 2)
         try:
             yield console
@@ -81,6 +93,10 @@ _UNWRITABLE = re.compile(
 
 def diagnose(error: BaseException, log_text: str, log_path: Path | None) -> GemmaChatError:
     """The user-facing error for a failed engine start, from the exception and the engine log."""
+    if isinstance(error, StartStopped):  # the watch ended a start that neither got ready nor failed
+        raised = error.__cause__ if isinstance(error.__cause__, Exception) else RuntimeError(str(error))
+        inner = diagnose(raised, log_text, log_path)
+        return EngineStartFailed(f"The engine core {error}, so it was stopped. {inner.problem}", inner.fix)
     text = f"{log_text}\n{error}"
     where = f" The engine log is {log_path}." if log_path else ""
     found = _KV_TOO_SMALL.search(text)
@@ -118,6 +134,12 @@ def diagnose(error: BaseException, log_text: str, log_path: Path | None) -> Gemm
             "vLLM keeps its compile cache under VLLM_CACHE_ROOT (default ~/.cache/vllm) and gemma-chat "
             "its own under GEMMA_CHAT_HOME: point the one named at a writable folder, or make it "
             f"writable.{where}",
+        )
+    full = full_disk(start_folders(log_path), low_bytes=1 << 30 if NO_SPACE in text else LOW_BYTES)
+    if full is not None:
+        return EngineStartFailed(
+            f"The engine could not start: {full}.",
+            f"Free space on that disk, or point GEMMA_CHAT_HOME (or VLLM_CACHE_ROOT) at another.{where}",
         )
     last = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
     cause = root_cause(log_text) if any(wrapper in last for wrapper in _WRAPPERS) else None

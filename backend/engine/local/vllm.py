@@ -26,6 +26,7 @@ from backend.engine.cpu import footprints, processes
 from backend.engine.local import start_env
 from backend.engine.local.log import diagnose, tail
 from backend.engine.local.sampling import sampling_params
+from backend.engine.local.start_watch import end_all, watched
 from backend.engine.metrics import MetricsTracker
 from backend.engine.model.source import ModelSource
 from backend.engine.paths import compile_cache
@@ -52,8 +53,6 @@ from backend.gemma4.messages import ChatMessage, PromptRenderer, RenderedPrompt
 _START_LOCK = threading.Lock()
 DEAD_MESSAGE = processes.DEAD
 _DEATH_POLL_S = 0.5
-
-
 T = TypeVar("T")
 
 
@@ -100,7 +99,9 @@ class VllmEngine:
             await asyncio.to_thread(self._imports)
             # The prompt renderer (the tokenizer) loads while the engine core starts: this process waits then.
             renderer = asyncio.ensure_future(asyncio.to_thread(self._load_renderer))
-            self._llm = await self._build_or_compile_afresh(say)
+            self._llm = await watched(
+                self._build_or_compile_afresh(say), self.log_path, self._started, self._abandon_start
+            )
         except GemmaChatError:
             raise
         except Exception as error:  # vLLM raises many types; the log says which problem it was
@@ -241,12 +242,14 @@ class VllmEngine:
         with contextlib.suppress(OSError):  # fd 2: the engine log while an engine starts
             os.write(2, f"gemma-chat: early engine-core start: {self.early_start}\n".encode())
 
+    def _started(self) -> list[psutil.Process]:
+        """The processes the start under way spawned, its early engine core too (none without a start)."""
+        early = {self._early.pid} if self._early is not None else set()
+        return processes.spawned(self._building - early) if self._building is not None else []
+
     def _abandon_start(self) -> None:
         """End the processes a start in progress has spawned, so the start fails at once."""
-        if self._building is not None:
-            for child in processes.spawned(self._building):
-                with contextlib.suppress(psutil.Error):
-                    child.kill()
+        end_all(self._started())
 
     async def stream(self, request: EngineRequest) -> AsyncIterator[TurnEvent]:
         if self._llm is None:
@@ -373,11 +376,10 @@ class VllmEngine:
                 self._end_early()
             return
         llm, self._llm = self._llm, None
-        if llm is not None:
-            await asyncio.to_thread(llm.shutdown)
-            llm.shutdown = lambda *args, **kwargs: None  # vLLM's __del__ would shut down again at exit
-            del llm
-            processes.release_memory()
+        await asyncio.to_thread(llm.shutdown)
+        llm.shutdown = lambda *args, **kwargs: None  # vLLM's __del__ would shut down again at exit
+        del llm
+        processes.release_memory()
 
     async def restart(self, progress: ProgressCallback | None = None) -> EngineInfo:
         """Start again after a crash (or on request), without restarting the app."""
@@ -385,9 +387,7 @@ class VllmEngine:
             await self.shutdown()
         except Exception:  # a dead engine may fail to shut down cleanly; its processes are gone
             self._llm = None
-        self.info = None
-        self._dead = False
-        self._closing = False
+        self.info, self._dead, self._closing = None, False, False
         return await self.start(progress)
 
     @property

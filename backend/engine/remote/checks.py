@@ -20,6 +20,10 @@ from typing import Any
 from backend.errors import EngineStartFailed
 
 SERVER_FIX = "Check the URL: it must be a vLLM server (`vllm serve` or `gemma-chat serve`), not a web page."
+ANSWER_FIX = (
+    "Check the URL: it must be a vLLM server (`vllm serve` or `gemma-chat serve`) that answers "
+    "promptly, not a proxy or a page that trickles or inflates its answer."
+)
 
 
 @dataclass(frozen=True)
@@ -32,10 +36,29 @@ class Deadlines:
     """From one chunk to the next once the reply streams."""
     turn_s: float = 3600.0
     """The whole turn, however steadily it streams."""
+    answer_s: float = 30.0
+    """Each answer that is not a turn (``/health``, ``/v1/models``): connect, headers and body
+    together, however steadily it trickles."""
 
 
 class ServerSilent(Exception):
     """A deadline of ``Deadlines`` passed; the text says which."""
+
+
+def check_status(url: str, endpoint: str, status: int) -> None:
+    """A refused key (401, 403) or another error status on ``endpoint``, refused by name."""
+    if status in (401, 403):
+        raise EngineStartFailed(
+            f"The vLLM server at {url} refused the API key ({status} on {endpoint}).",
+            "Pass the server's key with --api-key or GEMMA_CHAT_API_KEY.",
+        )
+    if status != 200 and endpoint == "/health":
+        raise EngineStartFailed(
+            f"The vLLM server at {url} answered /health with {status}: it is not ready, or no vLLM server.",
+            "Check that `vllm serve` (or `gemma-chat serve`) runs there and has finished starting.",
+        )
+    if status != 200:
+        raise EngineStartFailed(f"The vLLM server at {url} answered {endpoint} with {status}.", SERVER_FIX)
 
 
 def served_model(url: str, answer: Any) -> tuple[str, int]:

@@ -36,7 +36,15 @@ from backend.engine.protocol import (
     Started,
     TurnEvent,
 )
-from backend.engine.remote.checks import ChunkReader, Deadlines, ServerSilent, served_model
+from backend.engine.remote.answers import AnswerRefused, read_answer
+from backend.engine.remote.checks import (
+    ANSWER_FIX,
+    ChunkReader,
+    Deadlines,
+    ServerSilent,
+    check_status,
+    served_model,
+)
 from backend.engine.remote.media import MediaNotSendable, media_parts
 from backend.engine.remote.server_http import (
     GaugePoller,
@@ -103,24 +111,20 @@ class RemoteEngine:
         say = progress or (lambda _stage: None)
         say(f"connecting to {self.url}")
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        within = self.deadlines.answer_s
         try:
             async with httpx.AsyncClient(timeout=CONNECT_TIMEOUT_S, headers=headers) as http:
-                (await http.get(f"{self.url}/health")).raise_for_status()
-                models = await http.get(f"{self.url}/v1/models")
+                health = await read_answer(http, "GET", f"{self.url}/health", total_s=within)
+                check_status(self.url, "/health", health.status_code)
+                models = await read_answer(http, "GET", f"{self.url}/v1/models", total_s=within)
         except httpx.HTTPError as error:
             raise EngineStartFailed(
                 f"The vLLM server at {self.url} cannot be reached ({_http_reason(error)}).",
                 "Check that `vllm serve` (or `gemma-chat serve`) runs there and the URL is right.",
             ) from None
-        if models.status_code in (401, 403):
-            raise EngineStartFailed(
-                f"The vLLM server at {self.url} refused the API key ({models.status_code}).",
-                "Pass the server's key with --api-key or GEMMA_CHAT_API_KEY.",
-            )
-        if models.status_code != 200:
-            raise EngineStartFailed(
-                f"The vLLM server at {self.url} answered /v1/models with {models.status_code}."
-            )
+        except AnswerRefused as error:
+            raise EngineStartFailed(f"The server at {error}.", ANSWER_FIX) from None
+        check_status(self.url, "/v1/models", models.status_code)
         self.served_model, max_len = served_model(self.url, models)
         tokenizer = self.tokenizer_dir or Path(self.served_model)
         if (
@@ -318,8 +322,9 @@ class RemoteEngine:
         if self._http is None:
             return False
         try:
-            answer = await self._http.post(f"{self.url}/reset_prefix_cache")
-        except httpx.HTTPError:
+            where = f"{self.url}/reset_prefix_cache"
+            answer = await read_answer(self._http, "POST", where, total_s=self.deadlines.answer_s)
+        except (httpx.HTTPError, AnswerRefused):
             return False
         return answer.status_code == 200
 

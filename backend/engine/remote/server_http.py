@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from backend.engine.remote.answers import AnswerRefused, read_answer
+
 if TYPE_CHECKING:
     from backend.engine.metrics import TurnMetrics
 
@@ -40,6 +42,13 @@ class ServerGauges:
     accepted_tokens: float | None = None
 
 
+def unanswered() -> tuple[type[Exception], ...]:
+    """What an optional endpoint's failure to answer raises (httpx imported only when asked)."""
+    import httpx
+
+    return (httpx.HTTPError, AnswerRefused)
+
+
 def parse_metrics(text: str) -> ServerGauges:
     values: dict[str, float] = {}
     for line in text.splitlines():
@@ -58,11 +67,9 @@ def parse_metrics(text: str) -> ServerGauges:
 
 async def read_gauges(http: Any, url: str) -> ServerGauges | None:
     """``/metrics`` now, or None if the server does not answer it."""
-    import httpx
-
     try:
-        answer = await http.get(f"{url}/metrics", timeout=METRICS_TIMEOUT_S)
-    except httpx.HTTPError:
+        answer = await read_answer(http, "GET", f"{url}/metrics", total_s=METRICS_TIMEOUT_S)
+    except unanswered():
         return None
     return parse_metrics(answer.text) if answer.status_code == 200 else None
 
@@ -130,12 +137,10 @@ def acceptance_between(before: ServerGauges | None, after: ServerGauges | None) 
 
 async def server_tokens(http: Any, url: str, model: str, prompt: str) -> list[int] | None:
     """The server's tokenization of a rendered prompt (no special tokens added), or None."""
-    import httpx
-
     body = {"model": model, "prompt": prompt, "add_special_tokens": False}
     try:
-        answer = await http.post(f"{url}/tokenize", json=body, timeout=METRICS_TIMEOUT_S * 5)
-    except httpx.HTTPError:
+        answer = await read_answer(http, "POST", f"{url}/tokenize", json=body, total_s=METRICS_TIMEOUT_S * 5)
+    except unanswered():
         return None
     body = _json(answer)
     tokens = body.get("tokens") if isinstance(body, dict) else None
@@ -146,11 +151,12 @@ async def server_tokens(http: Any, url: str, model: str, prompt: str) -> list[in
 
 async def server_parallel(http: Any, url: str) -> dict[str, int]:
     """``{"tensor_parallel_size": 2, ...}`` from ``/server_info`` where the server offers it."""
-    import httpx
-
     try:
-        answer = await http.get(f"{url}/server_info", params={"config_format": "json"})
-    except httpx.HTTPError:
+        where = f"{url}/server_info"
+        answer = await read_answer(
+            http, "GET", where, params={"config_format": "json"}, total_s=METRICS_TIMEOUT_S * 5
+        )
+    except unanswered():
         return {}
     body = _json(answer)
     config = (body.get("vllm_config") or {}) if isinstance(body, dict) else {}
