@@ -22,12 +22,12 @@ vLLM's modules are imported.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from backend.compat.after_import import after_import
 from backend.compat.engine_log import log, log_once
+from backend.config.switch_rules import ROW_EXACT_MODES, row_exact_mode, row_exact_rows
 
 ENV = "GEMMA_CHAT_ROW_EXACT"
 ROWS_ENV = "GEMMA_CHAT_ROW_EXACT_ROWS"
@@ -49,7 +49,7 @@ _state: dict[str, Any] = {
     "checked": 0,
     "steps": 0,
 }
-MODES = ("1", "all")
+MODES = ROW_EXACT_MODES
 _verdicts: dict[tuple[Any, ...], bool] = {}
 """Row-variance by (matmul code, outputs, inputs, dtype, bias): layers of one shape share a check."""
 
@@ -79,10 +79,7 @@ def applies(mode: str, scheduled: Mapping[str, int], spec_tokens: Mapping[str, S
 
 
 def max_rows() -> int:
-    try:
-        return max(2, int(os.environ.get(ROWS_ENV, DEFAULT_ROWS)))
-    except ValueError:
-        return DEFAULT_ROWS
+    return row_exact_rows(DEFAULT_ROWS)
 
 
 def row_variant(linear: Callable[..., Any], weight: Any, bias: Any, k: int, rows: int) -> bool:
@@ -203,7 +200,7 @@ def _segments() -> list[int] | None:
 
 
 def patch_linear(module: Any) -> None:
-    if os.environ.get(ENV) not in MODES or getattr(module, _PATCHED, False):
+    if not row_exact_mode() or getattr(module, _PATCHED, False):
         return
     _define_op()
     original = module.dispatch_cpu_unquantized_gemm
@@ -217,8 +214,8 @@ def patch_linear(module: Any) -> None:
 
 
 def patch_runner(module: Any) -> None:
-    mode = os.environ.get(ENV, "")
-    if mode not in MODES or getattr(module, _PATCHED, False):
+    mode = row_exact_mode()
+    if not mode or getattr(module, _PATCHED, False):
         return
     runner_class = module.GPUModelRunner
     original = runner_class.execute_model

@@ -15,12 +15,12 @@ from backend.compat.draft_schedule import ENV as DRAFT_SCHEDULE_ENV
 from backend.compat.one_call_step import ENV as ONE_CALL_STEP_ENV
 from backend.compat.prefill_drafts import ENV as NO_PREFILL_DRAFTS_ENV
 from backend.compat.row_exact_linear import ENV as ROW_EXACT_ENV
-from backend.compat.row_exact_linear import FORCE_ENV as FORCE_ROW_EXACT_ENV
 from backend.compat.sampled_row_drafts import ENV as SAMPLED_ROW_DRAFTS_ENV
 from backend.compat.uni_worker import ENV as UNI_WORKER_ENV
 from backend.config.settings import EngineSettings
+from backend.config.switch_rules import row_exact_forced_on
 from backend.engine.argument import Argument
-from backend.kernels.env import AVX2_FORCES, FORCE_ENV, FORCE_VALUES, forced
+from backend.kernels.env import AVX2_FORCES, FORCE_ENV, forced
 from backend.kernels.env import KERNEL_ENV as CPU_LINEAR_ENV
 from backend.kernels.env import THREADS_ENV as CPU_LINEAR_THREADS_ENV
 
@@ -46,10 +46,7 @@ def optimized_cpu_env(settings: EngineSettings) -> tuple[dict[str, Argument], tu
         )
     else:
         notes = (f"bfloat16 linear kernel not used: {why_not}",)
-    asked = os.environ.get(FORCE_ENV, "").strip()
-    if asked and forced() is None:
-        notes = (*notes, f"{FORCE_ENV}={asked} ignored: it takes one of {', '.join(FORCE_VALUES)}")
-    elif forced() in AVX2_FORCES:
+    if forced() in AVX2_FORCES:
         notes = (*notes, f"{FORCE_ENV}={forced()}: every engine computes bfloat16 linears as on AVX2")
     env[ONE_CALL_STEP_ENV] = Argument(
         1,
@@ -73,9 +70,9 @@ def optimized_cpu_env(settings: EngineSettings) -> tuple[dict[str, Argument], tu
 
 
 def row_exact_env() -> dict[str, Argument]:
-    """Row-exact verification, unless ``GEMMA_CHAT_FORCE_ROW_EXACT=off`` turns it off (to measure
-    what it costs, or to show the divergence it prevents)."""
-    if os.environ.get(FORCE_ROW_EXACT_ENV, "").strip().lower() == "off":
+    """Row-exact verification, unless ``GEMMA_CHAT_FORCE_ROW_EXACT`` is off (0, false, no or off:
+    to measure what it costs, or to show the divergence it prevents)."""
+    if not row_exact_forced_on():
         return {}
     return {
         ROW_EXACT_ENV: Argument(

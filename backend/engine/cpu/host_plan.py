@@ -20,11 +20,11 @@ project's machines, used for every model. ``engine.both_paths`` forces a mode;
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from backend.config.switch_rules import host_memory_gib
 from backend.engine.gpu.card import GpuRefused
 from backend.engine.model.footprint import GIB, Size, checkpoint_size
 
@@ -80,11 +80,8 @@ class HostPlan:
 
 
 def _forced() -> int | None:
-    try:
-        value = float(os.environ.get(FORCE_ENV, "").strip())
-    except ValueError:
-        return None
-    return int(value * GIB) if value > 0 else None
+    value = host_memory_gib()
+    return int(value * GIB) if value is not None else None
 
 
 def _meminfo(field: str) -> int | None:
