@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from app.commands.environment import check_chat_terminal
 from app.commands.flags import settings_from_args
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ def run_chat(args: argparse.Namespace) -> int:
     from backend.engine.local.log import capture_stderr
     from backend.engine.session.factory import new_log_path
 
+    check_chat_terminal()  # before any engine: keys from a terminal, drawn on one, in UTF-8
     log = new_log_path("chat")
     app = build_app(args, log)
     with capture_stderr(log) as terminal:
