@@ -19,8 +19,8 @@ from backend.config.switches import OFF_WORDS, check_all, choice, flag, number, 
 ENGINE_BUILD = "GEMMA_CHAT_ENGINE_BUILD"
 ENGINE_BUILDS = ("auto", "cpu", "cuda")
 HOST_MEMORY = "GEMMA_CHAT_FORCE_HOST_MEMORY_GIB"
-HOST_MEMORY_GIB = (1.0, 1 << 20)
-"""A forced RAM size: at least 1 GiB (the demo's engine alone needs more), at most 1 PiB."""
+HOST_MEMORY_GIB = (1.0, 65536.0)
+"""A forced RAM size: at least 1 GiB (the demo's engine alone needs more), at most 64 TiB."""
 FORCE_LINEAR = "GEMMA_CHAT_FORCE_LINEAR"
 LINEAR_FORCES = ("kernel", "torch", "onednn")
 LINEAR_THREADS = "GEMMA_CHAT_CPU_LINEAR_THREADS"
