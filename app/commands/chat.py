@@ -44,9 +44,9 @@ def run_chat(args: argparse.Namespace) -> int:
     from backend.engine.local.log import capture_stderr
     from backend.engine.session.factory import new_log_path
 
-    check_chat_terminal()  # before any engine: keys from a terminal, drawn on one, in UTF-8
     log = new_log_path("chat")
-    app = build_app(args, log)
+    app = build_app(args, log)  # the settings and keymap refused first: they name what to fix
+    check_chat_terminal()  # before any engine: keys from a terminal, drawn on one, in UTF-8
     with capture_stderr(log) as terminal:
         # vLLM's processes log to fd 2 (now a file); Textual draws on sys.__stderr__: the terminal.
         saved = sys.__stderr__

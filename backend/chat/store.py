@@ -200,8 +200,8 @@ class ChatStore:
             )
         if _busy(error):
             return StoreError(
-                f"Could not save to {self.path}: another program holds it locked "
-                f"(waited {BUSY_TIMEOUT_S:g} s).",
+                f"Could not save to {self.path}: {error} (another program holds it; waited "
+                f"{BUSY_TIMEOUT_S:g} s).",
                 "The conversation stays in memory and is saved with the next message that gets through.",
             )
         if isinstance(error, sqlite3.IntegrityError) or "no column" in str(error) or "no such" in str(error):
