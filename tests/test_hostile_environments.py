@@ -145,3 +145,20 @@ def test_a_terminal_check_names_only_the_stream_that_is_not_one(tmp_path: Path) 
     finally:
         os.close(leader)
         os.close(follower)
+
+
+@pytest.mark.engine
+def test_ask_answers_in_a_latin_locale(latin_env: dict[str, str], tmp_path: Path) -> None:
+    """Round 5 item 13 as the issue ran it: ``ask --demo`` in an ISO-8859-1 locale failed at its
+    first progress line ("starting … engine on demo …\u2026"), exit 2. Now it answers, exit 0."""
+    env = latin_env | {"GEMMA_CHAT_HOME": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "app.cli", "ask", "--demo", "--profile", "eager", "--max-tokens", "8", "def"],
+        env=env,
+        capture_output=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    err = done.stderr.decode("latin-1")
+    assert done.returncode == 0, err
+    assert "codec" not in err and "starting the eager engine" in err and done.stdout.strip()
