@@ -318,6 +318,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from app.commands.environment import tolerant_output
+
+    tolerant_output()  # a locale that is not UTF-8: what it cannot show becomes "?", never an error
     parser = build_parser()
     args = parser.parse_args(argv)
     from backend.errors import GemmaChatError

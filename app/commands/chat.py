@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from app.commands.environment import check_chat_terminal
 from app.commands.flags import settings_from_args
 
 if TYPE_CHECKING:
@@ -44,7 +45,8 @@ def run_chat(args: argparse.Namespace) -> int:
     from backend.engine.session.factory import new_log_path
 
     log = new_log_path("chat")
-    app = build_app(args, log)
+    app = build_app(args, log)  # the settings and keymap refused first: they name what to fix
+    check_chat_terminal()  # before any engine: keys from a terminal, drawn on one, in UTF-8
     with capture_stderr(log) as terminal:
         # vLLM's processes log to fd 2 (now a file); Textual draws on sys.__stderr__: the terminal.
         saved = sys.__stderr__

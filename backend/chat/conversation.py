@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from backend.chat.store import ChatStore, StoredMessage, StoreError
+from backend.chat.store import ChatGone, ChatStore, StoredMessage, StoreError
 from backend.engine.metrics import TurnMetrics
 from backend.gemma4.messages import ChatMessage, MediaKind, Role
 from backend.media.attachment import Attachment, AttachmentError
@@ -45,6 +45,8 @@ class Conversation:
         self.earlier = False
         """Whether the stored branch has turns before the first one held (a long chat opens with
         its last ``HISTORY_TURNS``; ``load_earlier`` brings more)."""
+        self._saved_anew = False
+        """Set where the stored chat was deleted elsewhere and the next save starts it again."""
         self.think: bool | None = None
         """This chat's thinking mode (None: the setting's); its replies record it, so it is
         remembered with the chat."""
@@ -89,6 +91,12 @@ class Conversation:
             result = write(self.store, self.chat_id)
             self.last_store_error = None
             return result if isinstance(result, int) else None
+        except ChatGone as error:  # another window deleted it: every turn is saved again, in a new chat
+            self.chat_id = None
+            self.turns = [replace(turn, message_id=None) for turn in self.turns]
+            self._saved_anew = True
+            self.last_store_error = f"{error.problem} {error.fix}"
+            return None
         except StoreError as error:
             self.last_store_error = str(error)
             return None
@@ -148,14 +156,22 @@ class Conversation:
 
         It stops at the first write that fails: what follows stays in memory (nothing is saved
         without its parent) and the next write that works saves it all, so a full disk or a
-        locked database loses neither the prompt nor the reply."""
-        for index, turn in enumerate(self.turns):
-            if turn.message_id is not None:
-                continue
-            message_id = self._store(turn, self.turns[index - 1].message_id if index else None)
-            if message_id is None:
-                return
-            self.turns[index] = replace(turn, message_id=message_id)
+        locked database loses neither the prompt nor the reply. Where another window deleted the
+        chat, the whole branch is saved again once, as a new chat."""
+        notice = None
+        for _ in range(2):
+            self._saved_anew = False
+            for index, turn in enumerate(self.turns):
+                if turn.message_id is not None:
+                    continue
+                message_id = self._store(turn, self.turns[index - 1].message_id if index else None)
+                if message_id is None:
+                    break
+                self.turns[index] = replace(turn, message_id=message_id)
+            if not self._saved_anew:
+                break
+            notice = self.last_store_error
+        self.last_store_error = self.last_store_error or notice
 
     def _store(self, turn: Turn, parent: int | None) -> int | None:
         kept = tuple(self._keep(a) for a in turn.attachments)

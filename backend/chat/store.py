@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from backend.chat.store_schema import Schema, prepare
 from backend.engine.metrics import TurnMetrics
 from backend.errors import GemmaChatError
 from backend.media.attachment import sha256_of
@@ -27,34 +28,14 @@ from backend.media.attachment import sha256_of
 BUSY_TIMEOUT_S = 10.0
 """How long an operation waits for another program's lock before it fails (and is retried later)."""
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS chats (
-    id INTEGER PRIMARY KEY,
-    title TEXT NOT NULL,
-    system_prompt TEXT NOT NULL DEFAULT '',
-    created REAL NOT NULL,
-    updated REAL NOT NULL,
-    current_leaf INTEGER
-);
-CREATE TABLE IF NOT EXISTS messages (
-    id INTEGER PRIMARY KEY,
-    chat_id INTEGER NOT NULL REFERENCES chats(id) ON DELETE CASCADE,
-    parent_id INTEGER REFERENCES messages(id) ON DELETE CASCADE,
-    role TEXT NOT NULL,
-    text TEXT NOT NULL,
-    path TEXT,
-    metrics TEXT,
-    attachments TEXT NOT NULL DEFAULT '[]',
-    extra TEXT NOT NULL DEFAULT '{}',
-    created REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS messages_chat ON messages(chat_id);
-CREATE INDEX IF NOT EXISTS messages_parent ON messages(parent_id);
-"""
-
 
 class StoreError(GemmaChatError):
     """History could not be written or read; the conversation stays in memory."""
+
+
+class ChatGone(StoreError):
+    """The chat (or the message a new one follows) is no longer in the database: another window
+    deleted it. The conversation saves itself again as a new chat."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +100,8 @@ class ChatStore:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.moved_aside: Path | None = None
+        self.schema = Schema()
+        """What opening found: a newer version's database is read-only (``schema.read_only``)."""
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as error:
@@ -128,7 +111,7 @@ class ChatStore:
             ) from None
         _check_side_files(path)
         try:
-            self._db = self._open(path)
+            self._db, self.schema = self._open(path)
         except sqlite3.DatabaseError as error:
             if _busy(error) or not path.is_file() or not _is_corrupt(path):
                 raise self._unopenable(error) from None
@@ -138,9 +121,26 @@ class ChatStore:
                 if side.exists():
                     side.rename(Path(f"{self.moved_aside}{suffix}"))
             try:
-                self._db = self._open(path)
+                self._db, self.schema = self._open(path)
             except sqlite3.Error as again:
                 raise self._unopenable(again) from None
+        if self.schema.unusable is not None:
+            self._db.close()
+            raise StoreError(
+                f"The history database {path} {self.schema.unusable}: it is not a gemma-chat history "
+                "(another program's file?), and was left as it is.",
+                "Chats are kept in memory this session; move that file away (the next start makes a "
+                "new one) or pass --data-dir.",
+            )
+
+    def read_only_notice(self) -> str | None:
+        """What to tell the user where the database cannot be written (None: it can)."""
+        if self.schema.read_only is None:
+            return None
+        return (
+            f"The history database {self.path} {self.schema.read_only}: its chats are shown, nothing "
+            "is saved into it (update gemma-chat, or pass --data-dir for a history of its own)."
+        )
 
     def _unopenable(self, error: sqlite3.Error) -> StoreError:
         if _busy(error):
@@ -155,7 +155,7 @@ class ChatStore:
         )
 
     @staticmethod
-    def _open(path: Path) -> sqlite3.Connection:
+    def _open(path: Path) -> tuple[sqlite3.Connection, Schema]:
         db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S)
         try:
             db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
@@ -165,19 +165,21 @@ class ChatStore:
                 if _busy(error):
                     raise
             db.execute("PRAGMA foreign_keys = ON")
-            db.executescript(SCHEMA)
             check = db.execute("PRAGMA quick_check").fetchone()
             if check is None or check[0] != "ok":
                 raise sqlite3.DatabaseError(
                     f"database disk image is malformed ({check[0] if check else '?'})"
                 )
-            return db
+            return db, prepare(db)
         except sqlite3.Error:
             db.close()
             raise
 
     def _write(self, *statements: tuple[str, tuple[Any, ...]]) -> int:
         """Run ``statements`` in one transaction; the first one's new row id."""
+        notice = self.read_only_notice()
+        if notice is not None:
+            raise StoreError(notice, "The conversation stays in memory.")
         try:
             with self._db:
                 first = 0
@@ -187,10 +189,31 @@ class ChatStore:
                         first = int(cursor.lastrowid or 0)
                 return first
         except sqlite3.Error as error:
-            raise StoreError(
-                f"Could not save to {self.path}: {error}.",
-                "The conversation stays in memory; free disk space or fix the data directory's permissions.",
-            ) from None
+            raise self._unwritten(error) from None
+
+    def _unwritten(self, error: sqlite3.Error) -> StoreError:
+        """The error for a failed write, with the advice its cause calls for."""
+        if isinstance(error, sqlite3.IntegrityError) and "FOREIGN KEY" in str(error):
+            return ChatGone(
+                "This chat was deleted (in another gemma-chat window) while it was open here.",
+                "It is saved again as a new chat.",
+            )
+        if _busy(error):
+            return StoreError(
+                f"Could not save to {self.path}: {error} (another program holds it; waited "
+                f"{BUSY_TIMEOUT_S:g} s).",
+                "The conversation stays in memory and is saved with the next message that gets through.",
+            )
+        if isinstance(error, sqlite3.IntegrityError) or "no column" in str(error) or "no such" in str(error):
+            return StoreError(
+                f"Could not save to {self.path}: its tables are not the ones this gemma-chat "
+                f"writes ({error}).",
+                "The conversation stays in memory; pass --data-dir for a history of its own.",
+            )
+        return StoreError(
+            f"Could not save to {self.path}: {error}.",
+            "The conversation stays in memory; free disk space or fix the data directory's permissions.",
+        )
 
     def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
         try:

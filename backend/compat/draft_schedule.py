@@ -23,11 +23,11 @@ refuses the call.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import Any
 
 from backend.compat.after_import import after_import
+from backend.config.switch_rules import on
 
 MODULE = "vllm.v1.engine.core"
 ENV = "GEMMA_CHAT_DRAFT_SCHEDULE"
@@ -55,7 +55,7 @@ def patch(module: Any) -> None:
     def gemma_chat_set_drafts(
         self: Any, drafts: int, up_to: int, then: Sequence[Sequence[int]] = ()
     ) -> list[int]:
-        if os.environ.get(ENV) != "1":
+        if not on(ENV):
             raise RuntimeError(
                 f"this engine was started without {ENV}=1: its drafts are not set while it runs"
             )

@@ -37,14 +37,16 @@ from multiprocessing import popen_spawn_posix, resource_tracker, spawn
 from multiprocessing import util as _util
 from typing import Any
 
+from backend.config.switch_rules import early_core
+
 VARIABLE = "GEMMA_CHAT_EARLY_CORE"
-"""Set to 0, false, off or no (any case): spawn vLLM's engine core the usual way."""
-OFF_WORDS = ("0", "false", "off", "no")
+"""Set to 0, false, off or no (any case): spawn vLLM's engine core the usual way (1, true, yes, on:
+early; anything else is refused)."""
 
 
 def turned_off() -> bool:
     """Whether the user turned the early start off (``VARIABLE``)."""
-    return os.environ.get(VARIABLE, "").strip().lower() in OFF_WORDS
+    return not early_core()
 
 
 # multiprocessing's internals this module works with have no (or partial) type stubs.

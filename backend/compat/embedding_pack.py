@@ -20,12 +20,12 @@ restores vLLM's own behaviour (to measure what it saves).
 
 from __future__ import annotations
 
-import os
 import threading
 from types import ModuleType
 from typing import Any
 
 from backend.compat.after_import import after_import
+from backend.config.switch_rules import on
 
 MODULE = "vllm.model_executor.layers.vocab_parallel_embedding"
 LINEAR_MODULE = "vllm.model_executor.layers.utils"
@@ -63,7 +63,7 @@ def packed(layer: Any) -> bool:
 
 def patch(module: ModuleType) -> None:
     cls = module.UnquantizedEmbeddingMethod
-    if getattr(cls, _PATCHED, False) or os.environ.get(EAGER_ENV) == "1":
+    if getattr(cls, _PATCHED, False) or on(EAGER_ENV):
         return
     original = cls.process_weights_after_loading
 
@@ -82,7 +82,7 @@ def patch(module: ModuleType) -> None:
 def patch_dispatch(module: ModuleType) -> None:
     """vLLM's CPU matmul dispatch gives a large embedding table PyTorch's ``linear`` on the table
     itself (installed before ``row_exact_linear``'s patch, which then checks and wraps that)."""
-    if getattr(module, _PATCHED, False) or os.environ.get(EAGER_ENV) == "1":
+    if getattr(module, _PATCHED, False) or on(EAGER_ENV):
         return
     original = module.dispatch_cpu_unquantized_gemm
 

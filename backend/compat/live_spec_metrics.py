@@ -17,11 +17,11 @@ library only until vLLM's modules are imported.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from backend.compat.after_import import after_import
 from backend.compat.engine_log import log_once
+from backend.config.switch_rules import on
 
 SCHEDULER = "vllm.v1.core.sched.scheduler"
 OUTPUT_PROCESSOR = "vllm.v1.engine.output_processor"
@@ -59,7 +59,7 @@ def attach(outputs: Any, requests: Any) -> int:
 
 
 def patch_scheduler(module: Any) -> None:
-    if os.environ.get(ENV) != "1" or getattr(module, _PATCHED, False):
+    if not on(ENV) or getattr(module, _PATCHED, False):
         return
     scheduler_class = module.Scheduler
     original = scheduler_class.update_from_output

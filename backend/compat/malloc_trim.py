@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
 from types import ModuleType
 from typing import Any
 
 from backend.compat.after_import import after_import, wrap_own_methods
+from backend.config.switch_rules import on
 
 RUNNERS = {
     "vllm.v1.worker.gpu_model_runner": "GPUModelRunner",
@@ -60,7 +60,7 @@ def _trimmed(method: Any) -> Any:
 
 
 def patch_runner(module: ModuleType) -> None:
-    if getattr(module, _PATCHED, False) or os.environ.get(OFF_ENV) == "1":
+    if getattr(module, _PATCHED, False) or on(OFF_ENV):
         return
     runner = getattr(module, RUNNERS[module.__name__])
     wrap_own_methods(runner, STAGES, lambda _name, method: _trimmed(method))

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
 from types import ModuleType
 from typing import Any
 
 from backend.compat.after_import import after_import, wrap_own_methods
 from backend.compat.engine_log import log
 from backend.compat.malloc_trim import RUNNERS
+from backend.config.switch_rules import on
 
 ENV = "GEMMA_CHAT_MEMORY_TRACE"
 STAGES = (
@@ -86,7 +86,7 @@ def _traced(name: str, method: Any) -> Any:
 
 def patch_runner(module: ModuleType) -> None:
     """Trace the stages the runner class defines itself (the CPU runner's own and its parent's)."""
-    if os.environ.get(ENV) != "1" or getattr(module, _PATCHED, False):
+    if not on(ENV) or getattr(module, _PATCHED, False):
         return
     wrap_own_methods(getattr(module, RUNNERS[module.__name__]), STAGES, _traced)
     setattr(module, _PATCHED, True)

@@ -17,11 +17,11 @@ imported.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from backend.compat.after_import import after_import
 from backend.compat.engine_log import log_once
+from backend.config.switch_rules import on
 
 MODULE = "vllm.v1.worker.gpu_worker"
 ENV = "GEMMA_CHAT_ONE_CALL_STEP"
@@ -38,7 +38,7 @@ def folds(worker: Any, scheduler_output: Any) -> bool:
 
 
 def patch(module: Any) -> None:
-    if os.environ.get(ENV) != "1" or getattr(module, _PATCHED, False):
+    if not on(ENV) or getattr(module, _PATCHED, False):
         return
     worker_class = module.Worker
     original = worker_class.execute_model

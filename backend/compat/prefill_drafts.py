@@ -20,12 +20,12 @@ library only until vLLM's module is imported.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from backend.compat.after_import import after_import
 from backend.compat.engine_log import log_once
+from backend.config.switch_rules import on
 
 MODULE = "vllm.v1.worker.gpu_model_runner"
 ENV = "GEMMA_CHAT_NO_PREFILL_DRAFTS"
@@ -46,7 +46,7 @@ def none_asked(step: Any) -> bool:
 
 
 def patch(module: Any) -> None:
-    if os.environ.get(ENV) != "1" or getattr(module, _PATCHED, False):
+    if not on(ENV) or getattr(module, _PATCHED, False):
         return
     runner_class = module.GPUModelRunner
     original = runner_class.propose_draft_token_ids

@@ -29,6 +29,7 @@ from typing import Any
 
 from backend.compat.after_import import after_import
 from backend.compat.engine_log import log, log_once
+from backend.config.switch_rules import ROW_EXACT_MODES, row_exact_mode, row_exact_rows
 
 ENV = "GEMMA_CHAT_ROW_EXACT"
 KERNEL_ENV = "GEMMA_CHAT_ROW_EXACT_KERNEL"
@@ -55,7 +56,7 @@ _state: dict[str, Any] = {
     "fast": {},
     "kernel": None,
 }
-MODES = ("1", "all")
+MODES = ROW_EXACT_MODES
 _verdicts: dict[tuple[Any, ...], bool] = {}
 """Row-variance by (matmul code, outputs, inputs, dtype, bias): layers of one shape share a check."""
 WHOLE_MIN_WEIGHTS = 1 << 20
@@ -91,10 +92,7 @@ def applies(mode: str, scheduled: Mapping[str, int], spec_tokens: Mapping[str, S
 
 
 def max_rows() -> int:
-    try:
-        return max(2, int(os.environ.get(ROWS_ENV, DEFAULT_ROWS)))
-    except ValueError:
-        return DEFAULT_ROWS
+    return row_exact_rows(DEFAULT_ROWS)
 
 
 def row_variant(linear: Callable[..., Any], weight: Any, bias: Any, k: int, rows: int) -> bool:
@@ -135,7 +133,7 @@ def _wrap(layer: Any, loaded_weight: Any) -> None:
     n_out = int(original(torch.zeros(1, k, dtype=weight.dtype), weight, bias).shape[-1])
     code = getattr(original, "__code__", None)
     key = (code if code is not None else type(original), n_out, k, weight.dtype, bias is None)
-    if os.environ.get(ENV) in MODES and key not in _verdicts:
+    if row_exact_mode() and key not in _verdicts:
         # the order of a reduction is the matmul's and the shape's, not the weights'
         _verdicts[key] = row_variant(original, weight, bias, k, max_rows())
     large = n_out * k >= WHOLE_MIN_WEIGHTS
@@ -279,7 +277,7 @@ def _segments() -> list[int] | None:
 
 
 def patch_linear(module: Any) -> None:
-    wanted = os.environ.get(ENV) in MODES or bool(os.environ.get(KERNEL_ENV))
+    wanted = bool(row_exact_mode()) or bool(os.environ.get(KERNEL_ENV))
     if not wanted or getattr(module, _PATCHED, False):
         return
     _define_op()
@@ -295,16 +293,16 @@ def patch_linear(module: Any) -> None:
 
 
 def patch_runner(module: Any) -> None:
-    mode = os.environ.get(ENV, "")
-    if (mode not in MODES and not os.environ.get(KERNEL_ENV)) or getattr(module, _PATCHED, False):
+    mode = row_exact_mode()
+    if (not mode and not os.environ.get(KERNEL_ENV)) or getattr(module, _PATCHED, False):
         return
     runner_class = module.GPUModelRunner
     original = runner_class.execute_model
 
     def execute_model(self: Any, scheduler_output: Any, *args: Any, **kwargs: Any) -> Any:
         step = scheduler_output
-        cut = mode in MODES and applies(mode, step.num_scheduled_tokens, step.scheduled_spec_decode_tokens)
-        if (cut or mode not in MODES) and _state["steps"] == 0:
+        cut = bool(mode) and applies(mode, step.num_scheduled_tokens, step.scheduled_spec_decode_tokens)
+        if (cut or not mode) and _state["steps"] == 0:
             _state["steps"] = 1
             log(f"gemma-chat row-exact linears: in use ({summary()})")
         _state["step"] = (self, step) if cut else None

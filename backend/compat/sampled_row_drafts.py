@@ -21,11 +21,11 @@ module is imported.
 from __future__ import annotations
 
 import copy
-import os
 from typing import Any
 
 from backend.compat.after_import import after_import
 from backend.compat.engine_log import log_once
+from backend.config.switch_rules import on
 
 MODULE = "vllm.v1.spec_decode.gemma4"
 ENV = "GEMMA_CHAT_SAMPLED_ROW_DRAFTS"
@@ -77,7 +77,7 @@ def compact(proposer: Any, rows: Any, attn: Any, rejected: Any) -> tuple[int, An
 
 
 def patch(module: Any) -> None:
-    if os.environ.get(ENV) != "1" or getattr(module, _PATCHED, False):
+    if not on(ENV) or getattr(module, _PATCHED, False):
         return
     proposer_class = module.Gemma4Proposer
     original_propose = proposer_class.propose

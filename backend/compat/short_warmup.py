@@ -15,11 +15,11 @@ before. Both paths (a start-up fix). ``GEMMA_CHAT_FULL_WARMUP=1`` restores vLLM'
 from __future__ import annotations
 
 import functools
-import os
 from types import ModuleType
 from typing import Any
 
 from backend.compat.after_import import after_import
+from backend.config.switch_rules import on
 
 MODULE = "vllm.v1.worker.cpu_model_runner"
 FULL_ENV = "GEMMA_CHAT_FULL_WARMUP"
@@ -29,7 +29,7 @@ _PATCHED = "_gemma_chat_short_warmup"
 
 def patch(module: ModuleType) -> None:
     runner = module.CPUModelRunner
-    if getattr(runner, _PATCHED, False) or os.environ.get(FULL_ENV) == "1":
+    if getattr(runner, _PATCHED, False) or on(FULL_ENV):
         return
     original = runner.warming_up_model
 

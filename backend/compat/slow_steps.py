@@ -11,12 +11,12 @@ changes. Standard library only until vLLM's modules are imported.
 from __future__ import annotations
 
 import functools
-import os
 import time
 from types import ModuleType
 from typing import Any
 
 from backend.compat.after_import import after_import
+from backend.config.switch_rules import slow_step_ms
 
 ENV = "GEMMA_CHAT_SLOW_STEP_MS"
 RUNNER_MODULE = "vllm.v1.worker.gpu_model_runner"
@@ -24,10 +24,7 @@ _PATCHED = "_gemma_chat_slow_steps"
 
 
 def step_ms() -> float:
-    try:
-        return max(0.0, float(os.environ.get(ENV, "0")))
-    except ValueError:
-        return 0.0
+    return slow_step_ms()
 
 
 def patch_runner(module: ModuleType) -> None:

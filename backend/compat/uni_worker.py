@@ -29,13 +29,13 @@ process starts baseline engines too. Standard library only until vLLM's modules 
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections.abc import Iterator
 from typing import Any
 
 from backend.compat.after_import import after_import
 from backend.compat.engine_log import log
+from backend.config.switch_rules import on
 
 PLATFORM = "vllm.platforms.cpu"
 LAUNCH = "vllm.utils.numa_utils"
@@ -49,11 +49,7 @@ IN_USE = "gemma-chat uni worker: in use (the model worker computes in the engine
 def asked(vllm_config: Any) -> bool:
     """Whether this engine asked for its worker inside the engine-core process."""
     parallel = vllm_config.parallel_config
-    return (
-        os.environ.get(ENV) == "1"
-        and parallel.distributed_executor_backend == "uni"
-        and parallel.world_size == 1
-    )
+    return on(ENV) and parallel.distributed_executor_backend == "uni" and parallel.world_size == 1
 
 
 def patch_platform(module: Any) -> None:

@@ -255,9 +255,11 @@ def load_settings(**overrides: Any) -> Settings:
     from pydantic_settings import SettingsError as SourceError
 
     from backend.config.settings_env import unknown_variables
+    from backend.config.switch_rules import check_environment
 
     for name, hint in unknown_variables(Settings, ENV_PREFIX)[:1]:
         raise SettingsError(f"In the environment: {name} is not a setting gemma-chat knows.", hint)
+    check_environment()  # the switches, before an engine's process reads them
     flags = {key: value for key, value in overrides.items() if value is not None}
     engine_flags = {key: flags.pop(key) for key in list(flags) if key in EngineSettings.model_fields}
     try:

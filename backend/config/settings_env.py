@@ -3,7 +3,8 @@ matches no setting (``GEMMA_CHAT_TOOL__ENABLED``, ``GEMMA_CHAT_MAX_TOKEN``) is r
 variable's name and the setting it was probably meant for, instead of being ignored in silence.
 
 Variables that are not settings but are read elsewhere (``GEMMA_CHAT_HOME``, the engine switches
-below) are listed in ``OTHER_VARIABLES``; a new one must be added there.
+below) are listed in ``OTHER_VARIABLES``; a new one must be added there (and a switch's rule to
+``switch_rules``, which parses each value strictly).
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ OTHER_VARIABLES = frozenset(
         "GEMMA_CHAT_OWNER",  # backend/lifetime: the owning process, for watchdogs
         "GEMMA_CHAT_SPECULATION_CHOICES",  # backend/engine/speculation/kept.py
         "GEMMA_CHAT_EARLY_CORE",  # backend/compat/early_core.py: 0/false/off/no turn it off
+        "GEMMA_CHAT_LIVE_SPEC_METRICS",  # backend/compat/live_spec_metrics.py
+        "GEMMA_CHAT_DRAFT_SCHEDULE",  # backend/compat/draft_schedule.py
     }
 )
 """``GEMMA_CHAT_*`` variables that are read, but are not settings."""

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import torch
 
-from backend.kernels.env import FORCE_ENV, THREADS_ENV, forced
+from backend.config.switch_rules import linear_min_weights, linear_threads
+from backend.kernels.env import FORCE_ENV, forced
 
 Linear = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -126,7 +127,7 @@ def handles(weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
     layer worth its call depends on how the operator is implemented."""
     least = MIN_WEIGHTS[implementation() or "python"]
     size = weight.shape[0] * weight.shape[1] if weight.dim() == 2 else 0
-    return eligible(weight, bias) and size >= int(os.environ.get(MIN_WEIGHTS_ENV, least))
+    return eligible(weight, bias) and size >= linear_min_weights(least)
 
 
 def reproduces_torch() -> bool:
@@ -182,7 +183,7 @@ def load(path: Path, threads: int | None = None) -> Linear | None:
     lib.gc_linear_bf16.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 3
     lib.gc_set_threads.restype = ctypes.c_int
     lib.gc_stats.restype = None
-    _start_threads(lib, threads if threads is not None else int(os.environ.get(THREADS_ENV, "1")))
+    _start_threads(lib, threads if threads is not None else linear_threads())
     _lib = lib
     _register(lib)
     if not reproduces_torch():

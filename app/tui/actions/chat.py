@@ -130,6 +130,9 @@ class ChatActions:
         if store.moved_aside is not None:
             moved = f"The history database was unreadable; moved aside to {store.moved_aside}."
             self.call_later(self.notify, moved, severity="error")
+        read_only = store.read_only_notice()
+        if read_only is not None:  # another version's database: shown, never written into
+            self.call_later(self.notify, read_only, severity="warning", timeout=15)
         return store
 
     def try_export(self: ChatHost, kind: str) -> Path | None:

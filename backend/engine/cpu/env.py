@@ -15,13 +15,13 @@ from backend.compat.draft_schedule import ENV as DRAFT_SCHEDULE_ENV
 from backend.compat.one_call_step import ENV as ONE_CALL_STEP_ENV
 from backend.compat.prefill_drafts import ENV as NO_PREFILL_DRAFTS_ENV
 from backend.compat.row_exact_linear import ENV as ROW_EXACT_ENV
-from backend.compat.row_exact_linear import FORCE_ENV as FORCE_ROW_EXACT_ENV
 from backend.compat.row_exact_linear import KERNEL_ENV as ROW_EXACT_KERNEL_ENV
 from backend.compat.sampled_row_drafts import ENV as SAMPLED_ROW_DRAFTS_ENV
 from backend.compat.uni_worker import ENV as UNI_WORKER_ENV
 from backend.config.settings import EngineSettings
+from backend.config.switch_rules import FORCE_ROW_EXACT, row_exact_forced_on, row_exact_rows_only
 from backend.engine.argument import Argument
-from backend.kernels.env import AVX2_FORCES, FORCE_ENV, FORCE_VALUES, forced
+from backend.kernels.env import AVX2_FORCES, FORCE_ENV, forced
 from backend.kernels.env import KERNEL_ENV as CPU_LINEAR_ENV
 from backend.kernels.env import THREADS_ENV as CPU_LINEAR_THREADS_ENV
 
@@ -51,10 +51,7 @@ def optimized_cpu_env(settings: EngineSettings) -> tuple[dict[str, Argument], tu
     env.update(one_pass)
     if one_pass_why_not and kernel is None:  # on AVX2 the bfloat16 kernel is the one that applies
         notes = (*notes, one_pass_why_not)
-    asked = os.environ.get(FORCE_ENV, "").strip()
-    if asked and forced() is None:
-        notes = (*notes, f"{FORCE_ENV}={asked} ignored: it takes one of {', '.join(FORCE_VALUES)}")
-    elif forced() in AVX2_FORCES:
+    if forced() in AVX2_FORCES:
         notes = (*notes, f"{FORCE_ENV}={forced()}: every engine computes bfloat16 linears as on AVX2")
     env[ONE_CALL_STEP_ENV] = Argument(
         1,
@@ -78,9 +75,10 @@ def optimized_cpu_env(settings: EngineSettings) -> tuple[dict[str, Argument], tu
 
 
 def row_exact_env() -> dict[str, Argument]:
-    """Row-exact verification, unless ``GEMMA_CHAT_FORCE_ROW_EXACT=off`` turns it off (to measure
-    what it costs, or to show the divergence it prevents)."""
-    if os.environ.get(FORCE_ROW_EXACT_ENV, "").strip().lower() == "off":
+    """Row-exact verification, unless ``GEMMA_CHAT_FORCE_ROW_EXACT`` is off (0, false, no or off:
+    to measure what it costs, or to show the divergence it prevents); ``rows`` keeps it on without
+    the one-pass kernel (``one_pass_env``)."""
+    if not row_exact_forced_on():
         return {}
     return {
         ROW_EXACT_ENV: Argument(
@@ -96,8 +94,8 @@ def row_exact_env() -> dict[str, Argument]:
 def one_pass_env() -> tuple[dict[str, Argument], str | None]:
     """The one-pass kernel where this CPU has AVX512-BF16, unless ``GEMMA_CHAT_FORCE_ROW_EXACT``
     asks for ``rows`` (verified rows one at a time through vLLM's own matmul); else why not."""
-    if os.environ.get(FORCE_ROW_EXACT_ENV, "").strip().lower() == "rows":
-        return {}, f"one-pass kernel not used: {FORCE_ROW_EXACT_ENV}=rows"
+    if row_exact_rows_only():
+        return {}, f"one-pass kernel not used: {FORCE_ROW_EXACT}=rows"
     from backend.kernels.row_exact_bf16 import for_engine
 
     kernel, why_not = for_engine()

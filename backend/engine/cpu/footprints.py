@@ -4,7 +4,9 @@ Once an in-process engine on the CPU build is ready, the anonymous resident memo
 its start spawned (vLLM's engine core, and its worker where there is one) is its footprint; it is
 kept per model files, path, KV cache size and vLLM version in one small JSON file in the cache
 folder, and the next plan (``host_plan``) uses it instead of the estimate. Unreadable or unwritable
-is ignored (the estimate stands).
+is ignored (the estimate stands), and so is a record no start here could have made: more than this
+machine's RAM and swap together (a hand-edited or copied file). Deleting the file forgets every
+record (the next start estimates, then measures again).
 """
 
 from __future__ import annotations
@@ -34,21 +36,28 @@ def key(model: Path, drafter: Path | None, profile: str, kv_bytes: int) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
-def _file() -> Path:
+def records_file() -> Path:
     return paths.cache_dir() / FILE_NAME
 
 
+def machine_bytes() -> int:
+    """This machine's RAM and swap together: more than any engine started here can hold resident."""
+    import psutil
+
+    return int(psutil.virtual_memory().total) + int(psutil.swap_memory().total)
+
+
 def recorded(entry: str) -> Size | None:
-    value = cache_json.read_object(_file()).get(entry)
-    if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 1 << 42:
+    value = cache_json.read_object(records_file()).get(entry)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= machine_bytes():
         return Size(value, True, f"{value / GIB:.2f} GiB resident when its last start here was ready")
     return None
 
 
 def record(entry: str, resident_bytes: int) -> None:
-    if resident_bytes <= 0:
+    if not 0 < resident_bytes <= machine_bytes():
         return
-    path = _file()
+    path = records_file()
     with cache_json.locked(path):
         doc = cache_json.read_object(path)
         doc[entry] = int(resident_bytes)

@@ -20,11 +20,11 @@ project's machines, used for every model. ``engine.both_paths`` forces a mode;
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from backend.config.switch_rules import host_memory_gib
 from backend.engine.gpu.card import GpuRefused
 from backend.engine.model.footprint import GIB, Size, checkpoint_size
 
@@ -80,11 +80,8 @@ class HostPlan:
 
 
 def _forced() -> int | None:
-    try:
-        value = float(os.environ.get(FORCE_ENV, "").strip())
-    except ValueError:
-        return None
-    return int(value * GIB) if value > 0 else None
+    value = host_memory_gib()
+    return int(value * GIB) if value is not None else None
 
 
 def _meminfo(field: str) -> int | None:
@@ -129,9 +126,10 @@ def estimated_footprint(model: Path, drafter: Path | None, kv_bytes: int, dtype:
     return Size(total, False, how)
 
 
-def plan_host(footprints: dict[str, Size], both_paths: str = "auto") -> HostPlan:
+def plan_host(footprints: dict[str, Size], both_paths: str = "auto", demo: bool = False) -> HostPlan:
     """The plan for ``footprints`` (``baseline``, ``optimized``) in this machine's RAM; raises
-    ``HostRefused`` where not even one engine fits (unless ``both_paths`` forces a mode)."""
+    ``HostRefused`` where not even one engine fits (unless ``both_paths`` forces a mode). ``demo``:
+    the model is the demo already (the refusal does not suggest it)."""
     ram, forced_ram = host_ram()
     available = max(0, ram - APP_BYTES - MARGIN_BYTES)
     one = max(size.bytes for size in footprints.values()) + START_BYTES
@@ -149,11 +147,28 @@ def plan_host(footprints: dict[str, Size], both_paths: str = "auto") -> HostPlan
             f"{one / GIB:.1f} GiB while it starts ({footprints[biggest].text()}, and "
             f"{START_BYTES / GIB:.2f} GiB for the start), "
             f"{certain[biggest] / GIB:.1f} GiB at the very least.",
-            "Close other programs, lower kv_cache_gib or max_model_len, use a smaller model "
-            "(--demo), or run against a vLLM server (--server URL).",
+            _refusal_fix(footprints[biggest], demo),
         )
     if forced:
         mode: Mode = "swap" if both_paths == "swap" else "side-by-side"
     else:
         mode = "side-by-side" if both <= available else "swap"
     return HostPlan(mode, available, footprints, forced, forced_ram)
+
+
+def _refusal_fix(size: Size, demo: bool) -> str:
+    """What to do where the biggest engine does not fit: a measured footprint names the file it was
+    kept in and how to forget it; the demo is not suggested to a run of the demo."""
+    from backend.engine.cpu.footprints import records_file
+
+    smaller = "" if demo else ", use a smaller model (--demo)"
+    fix = (
+        f"Close other programs, lower kv_cache_gib or max_model_len{smaller}, or run against a vLLM "
+        "server (--server URL)."
+    )
+    if size.measured:
+        fix = (
+            f"That footprint was measured at an earlier start here and kept in {records_file()}: "
+            "delete that file to forget it (the next start estimates, then measures again). " + fix
+        )
+    return fix

@@ -67,7 +67,9 @@ def capture_stderr(path: Path) -> Iterator[TextIO]:
         ) from None
     sys.stderr.flush()
     saved = os.dup(2)
-    console = os.fdopen(os.dup(saved), "w", buffering=1)
+    # in standard error's character set (PYTHONIOENCODING included), what it cannot show as "?"
+    encoding = getattr(sys.stderr, "encoding", None) or "utf-8"
+    console = os.fdopen(os.dup(saved), "w", buffering=1, encoding=encoding, errors="replace")
     with os.fdopen(descriptor, "ab", buffering=0) as log:
         os.dup2(log.fileno(), 2)
         try:

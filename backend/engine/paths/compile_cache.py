@@ -148,3 +148,41 @@ def log_since(path: Path | None, offset: int, limit: int = 1 << 20) -> str:
             return file.read(limit).decode(errors="replace")
     except OSError:
         return ""
+
+
+UNCOMPILABLE = ("'", '"', "\\")
+"""Characters torch.compile's C++ step cannot take in a path: its command line is split as a shell
+would (``shlex``) and its sources name headers in C string literals, so a cache folder under a home
+like ``/home/o'brien`` failed every cold start after minutes with a compiler error."""
+
+
+def cache_folders(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The folders torch.compile writes and compiles in, by where each comes from: vLLM's cache
+    root (``VLLM_CACHE_ROOT``, else ``$XDG_CACHE_HOME/vllm``, else ``~/.cache/vllm``, as vLLM reads
+    it) and inductor's own, where set."""
+    env = os.environ if environ is None else environ
+    if env.get("VLLM_CACHE_ROOT"):
+        found = {"VLLM_CACHE_ROOT": os.path.expanduser(env["VLLM_CACHE_ROOT"])}
+    else:
+        base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        found = {"VLLM_CACHE_ROOT (unset: the default)": os.path.join(base, "vllm")}
+    if env.get("TORCHINDUCTOR_CACHE_DIR"):
+        found["TORCHINDUCTOR_CACHE_DIR"] = env["TORCHINDUCTOR_CACHE_DIR"]
+    return found
+
+
+def check_cache_folders(environ: Mapping[str, str] | None = None) -> None:
+    """Refuse, before any engine, a compile cache folder whose path the C++ step cannot take."""
+    from backend.errors import EngineStartFailed
+
+    for source, folder in cache_folders(environ).items():
+        bad = sorted({c for c in folder if c in UNCOMPILABLE or not c.isprintable()})
+        if bad:
+            shown = " ".join(repr(c) for c in bad)
+            raise EngineStartFailed(
+                f"The compile cache folder {folder} (from {source}) has {shown} in its path: "
+                "torch.compile's C++ step cannot take such a path, and every engine start would fail "
+                "after minutes of compiling.",
+                "Point VLLM_CACHE_ROOT (and TORCHINDUCTOR_CACHE_DIR, where set) at a folder whose "
+                "path has no quotes or backslashes, e.g. VLLM_CACHE_ROOT=/var/tmp/vllm-cache.",
+            )

@@ -12,7 +12,7 @@ from backend.engine.gpu.card import GpuFacts, check_dtype, check_gpu, detect_gpu
 from backend.engine.gpu.memory_plan import MemoryPlan, plan_memory
 from backend.engine.gpu.window import plan_tokens
 from backend.engine.model.footprint import engine_footprint
-from backend.engine.model.source import ModelSource
+from backend.engine.model.source import DEMO_NAME, ModelSource
 
 
 def context_tokens(source: ModelSource, settings: EngineSettings) -> int:
@@ -73,4 +73,4 @@ def host_plan_for(source: ModelSource, settings: EngineSettings) -> HostPlan:
         sizes[profile] = footprints.recorded(entry) or estimated_footprint(
             source.path, drafter, kv, settings.dtype
         )
-    return plan_host(sizes, settings.both_paths)
+    return plan_host(sizes, settings.both_paths, demo=source.name == DEMO_NAME)

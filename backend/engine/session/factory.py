@@ -16,6 +16,7 @@ from backend.engine.cpu.host_plan import HostPlan
 from backend.engine.gpu.memory_plan import MemoryPlan
 from backend.engine.local.vllm import VllmEngine
 from backend.engine.model.source import ModelSource, resolve
+from backend.engine.paths import compile_cache
 from backend.engine.paths.placement import host_plan_for, plan_for
 from backend.engine.paths.profiles import EngineProfile, engine_config
 from backend.engine.protocol import EngineInfo, EngineRequest, Failed, ProgressCallback, TurnEvent
@@ -46,6 +47,7 @@ class EngineSetup:
     def resolved(self) -> tuple[ModelSource, MemoryPlan | None]:
         with self._lock:
             if self._found is None:
+                compile_cache.check_cache_folders()  # a path the compiler step cannot take: now
                 source = resolve_model(self.settings)
                 plan = plan_for(source, self.settings.engine)
                 if plan is None:

@@ -21,13 +21,13 @@ on it but the first start's, and that only once per model and machine.
 from __future__ import annotations
 
 import asyncio
-import os
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
+from backend.config.switch_rules import speculation_decision
 from backend.engine.prompt_sets import parity_prompts
 from backend.engine.protocol import EngineInfo, EngineRequest, Finished, SamplingSettings
 from backend.engine.speculation import step_decision
@@ -247,8 +247,8 @@ step costs, whatever the model's speed (to test either on any model)."""
 def decision_method(full_s: float, budget_s: float) -> str:
     """``rates`` where timing every count of drafts fits the budget (at the warm request's plain step
     cost), else ``steps`` (``step_decision``); forced by ``GEMMA_CHAT_FORCE_SPECULATION_DECISION``."""
-    forced = os.environ.get(DECISION_ENV, "").strip().lower()
-    if forced in ("rates", "steps"):
+    forced = speculation_decision()
+    if forced:
         return forced
     return "rates" if full_s <= budget_s else "steps"
 
