@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 
@@ -317,6 +318,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+COMMANDS: dict[str | None, tuple[str, str]] = {
+    None: ("app.commands.chat", "run_chat"),
+    "ask": ("app.commands.ask", "run_ask"),
+    "profiles": ("app.commands.profiles", "run_profiles"),
+    "bench": ("app.commands.bench", "run_bench_command"),
+    "serve": ("app.commands.serve", "run_serve"),
+    "tools": ("app.commands.tools", "run_tools"),
+    "make-model": ("app.commands.make_model", "run_make_model"),
+    "train-demo": ("app.commands.train_demo", "run_train_demo"),
+}
+"""Each command's module and function, imported when the command runs (heavy imports stay lazy)."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from app.commands.environment import tolerant_output
 
@@ -328,38 +342,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     own()  # what this process starts ends with it; SIGTERM / SIGHUP unwind like Ctrl+C
     try:
-        if args.command is None:
-            from app.commands.chat import run_chat
-
-            return run_chat(args)
-        if args.command == "ask":
-            from app.commands.ask import run_ask
-
-            return run_ask(args)
-        if args.command == "profiles":
-            from app.commands.profiles import run_profiles
-
-            return run_profiles(args)
-        if args.command == "bench":
-            from app.commands.bench import run_bench_command
-
-            return run_bench_command(args)
-        if args.command == "serve":
-            from app.commands.serve import run_serve
-
-            return run_serve(args)
-        if args.command == "tools":
-            from app.commands.tools import run_tools
-
-            return run_tools(args)
-        if args.command == "make-model":
-            from app.commands.make_model import run_make_model
-
-            return run_make_model(args)
-        if args.command == "train-demo":
-            from app.commands.train_demo import run_train_demo
-
-            return run_train_demo(args)
+        module, function = COMMANDS[args.command]
+        return int(getattr(importlib.import_module(module), function)(args))
     except GemmaChatError as error:
         print(f"gemma-chat: {error.problem}", file=sys.stderr)
         if error.fix:

@@ -127,7 +127,8 @@ def test_valid_values_keep_their_meaning(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 @pytest.mark.parametrize(
-    ("value", "on", "rows_only"), [("rows", True, True), ("ROWS", True, True), ("off", False, False), ("", True, False)]
+    ("value", "on", "rows_only"),
+    [("rows", True, True), ("ROWS", True, True), ("off", False, False), ("", True, False)],
 )
 def test_forced_row_exact_takes_rows_for_the_row_by_row_fallback(
     monkeypatch: pytest.MonkeyPatch, value: str, on: bool, rows_only: bool

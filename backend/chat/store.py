@@ -16,82 +16,25 @@ import os
 import shutil
 import sqlite3
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from backend.chat.store_parts import (
+    BUSY_TIMEOUT_S,
+    ChatGone,
+    ChatSummary,
+    StoredMessage,
+    StoreError,
+    busy,
+    check_side_files,
+    is_corrupt,
+)
 from backend.chat.store_schema import Schema, prepare
 from backend.engine.metrics import TurnMetrics
-from backend.errors import GemmaChatError
 from backend.media.attachment import sha256_of
 
-BUSY_TIMEOUT_S = 10.0
-"""How long an operation waits for another program's lock before it fails (and is retried later)."""
-
-
-class StoreError(GemmaChatError):
-    """History could not be written or read; the conversation stays in memory."""
-
-
-class ChatGone(StoreError):
-    """The chat (or the message a new one follows) is no longer in the database: another window
-    deleted it. The conversation saves itself again as a new chat."""
-
-
-@dataclass(frozen=True)
-class StoredMessage:
-    id: int
-    chat_id: int
-    parent_id: int | None
-    role: str
-    text: str
-    path: str | None = None
-    metrics: TurnMetrics | None = None
-    attachments: tuple[str, ...] = ()
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class ChatSummary:
-    id: int
-    title: str
-    system_prompt: str
-    updated: float
-
-
-def _busy(error: sqlite3.Error) -> bool:
-    text = str(error).lower()
-    return "locked" in text or "busy" in text
-
-
-def _is_corrupt(path: Path) -> bool:
-    """True only when ``path`` holds something SQLite calls damaged (not when it is merely locked)."""
-    try:
-        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
-    except sqlite3.Error:
-        return False
-    try:
-        result = db.execute("PRAGMA quick_check").fetchone()
-        return result is None or result[0] != "ok"
-    except sqlite3.DatabaseError as error:
-        return not _busy(error)
-    finally:
-        db.close()
-
-
-def _check_side_files(path: Path) -> None:
-    """SQLite's own files beside the database (``-wal``, ``-shm``, ``-journal``) must be regular
-    files: a directory or a FIFO there makes every open fail as if the database were damaged, and a
-    healthy database would be moved aside for it."""
-    for suffix in ("-wal", "-shm", "-journal"):
-        side = Path(f"{path}{suffix}")
-        if side.exists() and not side.is_file():
-            kind = "a directory" if side.is_dir() else "not a regular file"
-            raise StoreError(
-                f"The history database's {suffix.lstrip('-')} file {side} is {kind}, so SQLite cannot "
-                "open the history (the database itself was left as it is).",
-                f"Chats are kept in memory this session; remove or rename {side} and start again.",
-            )
+__all__ = ["BUSY_TIMEOUT_S", "ChatGone", "ChatStore", "ChatSummary", "StoreError", "StoredMessage"]
 
 
 class ChatStore:
@@ -109,11 +52,11 @@ class ChatStore:
                 f"Cannot create the data directory {path.parent}: {error.strerror or error}.",
                 "Chats are kept in memory this session; fix the directory or pass --data-dir.",
             ) from None
-        _check_side_files(path)
+        check_side_files(path)
         try:
             self._db, self.schema = self._open(path)
         except sqlite3.DatabaseError as error:
-            if _busy(error) or not path.is_file() or not _is_corrupt(path):
+            if busy(error) or not path.is_file() or not is_corrupt(path):
                 raise self._unopenable(error) from None
             self.moved_aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
             for suffix in ("", "-wal", "-shm"):
@@ -143,7 +86,7 @@ class ChatStore:
         )
 
     def _unopenable(self, error: sqlite3.Error) -> StoreError:
-        if _busy(error):
+        if busy(error):
             return StoreError(
                 f"The history database {self.path} is locked by another program (waited "
                 f"{BUSY_TIMEOUT_S:g} s).",
@@ -162,7 +105,7 @@ class ChatStore:
             try:
                 db.execute("PRAGMA journal_mode = WAL")
             except sqlite3.OperationalError as error:  # a read-only directory keeps the default journal
-                if _busy(error):
+                if busy(error):
                     raise
             db.execute("PRAGMA foreign_keys = ON")
             check = db.execute("PRAGMA quick_check").fetchone()
@@ -198,7 +141,7 @@ class ChatStore:
                 "This chat was deleted (in another gemma-chat window) while it was open here.",
                 "It is saved again as a new chat.",
             )
-        if _busy(error):
+        if busy(error):
             return StoreError(
                 f"Could not save to {self.path}: {error} (another program holds it; waited "
                 f"{BUSY_TIMEOUT_S:g} s).",
