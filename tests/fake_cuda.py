@@ -176,10 +176,30 @@ def _engine(config: Any) -> dict[str, Any]:
         "sleep_mode": built.model_config.enable_sleep_mode,
         "offload_cudagraph": built.model_config.sleep_mode_offload_cudagraph,
         "async_scheduling": built.scheduler_config.async_scheduling,
+        "max_num_seqs": built.scheduler_config.max_num_seqs,
+        "max_num_batched_tokens": built.scheduler_config.max_num_batched_tokens,
+        "serve": _serve_limits(kwargs),
         "device": str(built.device_config.device),
         "model_runner": runner,
         "drafter": drafter,
         "layers": layers,
+    }
+
+
+def _serve_limits(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """What ``vllm serve`` would schedule with the app's arguments less its batch limits: the
+    scheduler ``create_engine_config`` builds in the API server's usage context, and vLLM's own
+    default table for that context on this card."""
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.usage.usage_lib import UsageContext
+
+    serve = UsageContext.OPENAI_API_SERVER
+    plain = {k: v for k, v in kwargs.items() if k not in ("max_num_seqs", "max_num_batched_tokens")}
+    scheduler = AsyncEngineArgs(**plain).create_engine_config(usage_context=serve).scheduler_config
+    tokens, seqs = AsyncEngineArgs.get_batch_defaults(world_size=1)
+    return {
+        "built": [scheduler.max_num_seqs, scheduler.max_num_batched_tokens],
+        "table": [seqs[serve], tokens[serve]],
     }
 
 
@@ -227,13 +247,15 @@ def _drafter(built: Any) -> dict[str, Any] | None:
         from vllm.v1.worker.gpu.spec_decode import init_speculator
 
         drafter = init_speculator(built, torch.device("cpu"), None)  # type: ignore[arg-type]
+        skips = _zero_draft_step(drafter)
     else:
         from vllm.v1.spec_decode.gemma4 import Gemma4Proposer
 
         drafter = Gemma4Proposer.__new__(Gemma4Proposer)
         drafter.vllm_config, drafter.speculative_config = built, spec
+        skips = {}
     create = type(drafter)._create_draft_vllm_config
-    out: dict[str, Any] = {"class": type(drafter).__name__}
+    out: dict[str, Any] = {"class": type(drafter).__name__, "zero_draft_step": skips}
     for name, config in (
         ("patched", create(drafter)),
         ("vllm_alone", getattr(create, "__wrapped__", create)(drafter)),
@@ -244,6 +266,53 @@ def _drafter(built: Any) -> dict[str, Any] | None:
             "backend_per_kind": {k: v.name for k, v in per_kind.items()},
             **{f"{kind}_backend": layer.get("backend", layer.get("error")) for kind, layer in layers.items()},
         }
+    return out
+
+
+def _zero_draft_step(drafter: Any) -> dict[str, Any]:
+    """V2's ``propose`` for a step of 3 requests that asks for no drafts, as the runner calls it,
+    with gemma-chat's hooks and without them (``__wrapped__``): whether the drafter's work started
+    (its first stage, copying the requests' sampling inputs, records the call and stops there)
+    and what the call answered. The same call as a dummy run (start-up, graph capture) must reach
+    the drafter either way."""
+    import types
+
+    import torch
+
+    cls = type(drafter)
+    started: list[str] = []
+
+    def first_stage(*args: Any, **kwargs: Any) -> None:
+        started.append("drafter")
+        raise RuntimeError("the drafter ran")
+
+    drafter._copy_request_inputs = first_stage
+    batch = types.SimpleNamespace(
+        num_reqs=3,
+        idx_mapping=torch.arange(3, dtype=torch.int32),
+        num_tokens=3,
+        num_tokens_after_padding=3,
+        num_scheduled_tokens=torch.ones(3, dtype=torch.int32),
+        seq_lens_cpu_upper_bound=torch.full((3,), 5),
+    )
+    none = torch.zeros(3, dtype=torch.int32)
+    args = (batch, {}, {}, torch.zeros(3, 8), None, none, none, none, none, none, none)
+    out: dict[str, Any] = {}
+    for name, propose in (
+        ("patched", cls.propose),
+        ("vllm_alone", getattr(cls.propose, "__wrapped__", None)),
+    ):
+        if propose is None:
+            out[name] = "not patched"
+            continue
+        for kind, extra in (("step", {}), ("dummy_run", {"dummy_run": True})):
+            started.clear()
+            try:
+                answer = propose(drafter, *args, num_speculative_tokens=0, **extra)
+                shown: Any = answer.tolist()
+            except RuntimeError as error:
+                shown = str(error)
+            out[f"{name}_{kind}"] = {"drafter_started": bool(started), "answer": shown}
     return out
 
 
