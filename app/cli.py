@@ -231,6 +231,12 @@ def build_parser() -> argparse.ArgumentParser:
         "path with each other attention backend vLLM offers for its head sizes (run alone, after the table)",
     )
     bench.add_argument(
+        "--no-ablation",
+        action="store_true",
+        help="skip the rows of the baseline with each part of the optimized path alone (batch limits, "
+        "speculation, attention; each part that differs runs its own engine after the table)",
+    )
+    bench.add_argument(
         "--startup",
         action="store_true",
         help="instead: time the engine's start from launch to first token, stage by stage — one cold "

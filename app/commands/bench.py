@@ -87,6 +87,7 @@ def run_bench_command(args: argparse.Namespace) -> int:
         dummy_weights=args.dummy_weights,
         step_costs=args.step_costs or args.dummy_weights,
         attention=() if args.no_attention_variants else None,
+        ablation=not args.no_ablation,
         extra_args=extra,
     )
     log_dir = paths.logs_dir()

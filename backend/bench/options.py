@@ -40,6 +40,8 @@ class BenchOptions:
     """The pause before each timed run while several engines are up (None: vLLM's busy window
     plus a margin, ``backend.engine.local.quiet``)."""
     paths: tuple[str, ...] = ("baseline", "optimized")
+    ablation: bool = True
+    """Also run the baseline with each part of the optimized path alone (``backend.bench.ablation``)."""
     attention: tuple[str, ...] | None = None
     """``attention_config`` values (JSON) to run the optimized path with beside vLLM's own, each a
     row set of its own (``backend.bench.variants``); None: the card's (GPUs where vLLM runs Triton)."""
