@@ -213,9 +213,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive,
         action="append",
         help="throughput: requests at once; repeated, a row for each (default: 8 on a CPU; on a GPU 1, 8, "
-        "64 and 256, up to what the memory plan batches)",
+        "64, 256 and 512, up to what the memory plan batches)",
     )
-    bench.add_argument("--max-tokens", type=_positive, default=32, help="tokens per request (default 32)")
+    bench.add_argument(
+        "--max-tokens",
+        type=_positive,
+        default=None,
+        help="tokens per request (default: 32 on a CPU, 256 on a GPU)",
+    )
     bench.add_argument(
         "--repetitions",
         type=_positive,

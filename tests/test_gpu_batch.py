@@ -108,17 +108,17 @@ def test_bench_on_a_gpu_plans_the_seeds_table_within_the_batch_limit(
 
     monkeypatch.setattr("backend.engine.platform.on_gpu", lambda: True)
     levels = default_requests()
-    assert levels == (1, 8, 64, 256)
+    assert levels == (1, 8, 64, 256, 512)
     source, settings = resolve(str(e2b)), EngineSettings()
     said: list[str] = []
-    for gib, kept in ((80, (1, 8, 64, 256)), (16, (1, 8, 64, 256))):
+    for gib, kept in ((80, (1, 8, 64, 256, 512)), (16, (1, 8, 64, 256))):
         plan = plan_for(source, settings, described_gpu(gib, (8, 9)))
         paths = (EngineProfile.baseline(), EngineProfile.optimized())
         configs = {p.name: engine_config(p, source, settings, 1, plan) for p in paths}
         options = BenchOptions(workloads=with_levels(WORKLOAD_NAMES, levels), requests=levels[0])
         planned = within_batch_limits(options, configs, lambda stage, *_: said.append(stage))
         assert planned.workloads == (*(f"throughput@{n}" for n in kept), "single", "chat", "media"), gib
-    assert said == [], "every level fits what `vllm serve` batches (256 at least)"
+    assert said == ["throughput at 512 at once skipped: above the plan's batch limit 256"]
 
 
 async def test_bench_on_an_a100_gives_each_other_attention_backend_its_rows(
