@@ -179,6 +179,7 @@ def _engine(config: Any) -> dict[str, Any]:
         "max_num_seqs": built.scheduler_config.max_num_seqs,
         "max_num_batched_tokens": built.scheduler_config.max_num_batched_tokens,
         "serve": _serve_limits(kwargs),
+        "graph_sizes": list(built.compilation_config.cudagraph_capture_sizes or []),
         "device": str(built.device_config.device),
         "model_runner": runner,
         "drafter": drafter,

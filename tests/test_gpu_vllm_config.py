@@ -316,3 +316,19 @@ def test_on_model_runner_v2_a_step_asking_for_no_drafts_runs_no_drafter(
     assert step["patched_dummy_run"]["drafter_started"] is True
     assert faked[key]["optimized"]["env"]["GEMMA_CHAT_NO_PREFILL_DRAFTS"] == "1"
     assert "GEMMA_CHAT_NO_PREFILL_DRAFTS" not in faked[key]["baseline"]["env"]
+
+
+@pytest.mark.parametrize("key", ["l4", "a100", "h100", "b200-full"])
+def test_cuda_graphs_cover_every_draft_level_at_the_most_requests(faked: dict[str, Any], key: str) -> None:
+    """Issue 66: vLLM's default graphs stop at 512 tokens, so at 256 requests 2 drafts (768 tokens)
+    would run eager while no drafts replay a graph. The optimized engine's capture sizes, as vLLM
+    builds them, hold every request count of its grid at each draft level; the baseline keeps
+    vLLM's own."""
+    optimized, baseline = _vllm(faked[key], "optimized"), _vllm(faked[key], "baseline")
+    seqs, drafts = optimized["max_num_seqs"], optimized["speculative_tokens"]
+    sizes = set(optimized["graph_sizes"])
+    for level in range(drafts + 1):
+        assert {n * (1 + level) for n in (1, 8, 64, 256, seqs)} <= sizes, (key, level)
+    ceiling = 1024 if key.startswith("b200") else 512
+    assert max(baseline["graph_sizes"]) == ceiling, "stock vLLM's default ceiling"
+    assert max(optimized["graph_sizes"]) == seqs * (1 + drafts) > ceiling

@@ -52,3 +52,34 @@ def gpu_draft_schedule(
         steps = measured.by_load
         return vllm_schedule(steps, max_num_seqs), f"; by load, measured here: {describe_steps(steps)}"
     return draft_schedule(drafts, max_num_seqs), draft_schedule_why(drafts)
+
+
+def _request_counts(most: int) -> list[int]:
+    """vLLM's grid of request counts for decode graphs (``VllmConfig._set_cudagraph_sizes``): 1, 2,
+    4, every 8 to 248, every 16 from 256, and ``most`` itself."""
+    counts = [n for n in (1, 2, 4) if n <= most]
+    counts += list(range(8, min(most + 1, 256), 8))
+    counts += list(range(256, most + 1, 16))
+    return sorted({*counts, most})
+
+
+def graph_sizes(max_num_seqs: int, drafts: int, max_batched_tokens: int) -> list[int]:
+    """CUDA graph capture sizes for every draft level the optimized engine may run, 0 to
+    ``drafts``: each request count of vLLM's grid times ``1 + j`` tokens (a decode step of ``j``
+    drafts is that many tokens a request), up to the step's token budget. vLLM's default stops at
+    512 tokens (1,024 on Blackwell), so 256 requests verifying 2 drafts (768 tokens) would run
+    eager while no drafts replay a graph: drafts by load would be measured against the graph, not
+    the drafts."""
+    sizes = {n * (1 + level) for level in range(drafts + 1) for n in _request_counts(max_num_seqs)}
+    return sorted(size for size in sizes if size <= max_batched_tokens)
+
+
+def graph_config(max_num_seqs: int, drafts: int, max_batched_tokens: int) -> tuple[dict[str, object], str]:
+    """The optimized GPU engine's ``compilation_config`` for ``graph_sizes``, with why."""
+    sizes = graph_sizes(max_num_seqs, drafts, max_batched_tokens)
+    why = (
+        f"CUDA graphs for every draft level (0 to {drafts}) up to {max_num_seqs} requests: {len(sizes)} "
+        f"sizes up to {sizes[-1] if sizes else 0} tokens (vLLM's default stops at 512, where 256 requests "
+        "verifying 2 drafts would run eager and no drafts would win by the graph alone)"
+    )
+    return {"cudagraph_capture_sizes": sizes}, why

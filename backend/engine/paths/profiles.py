@@ -23,7 +23,7 @@ from backend.engine.gpu.memory_plan import MemoryPlan
 from backend.engine.gpu.serve_limits import serve_limits
 from backend.engine.gpu.window import card_window
 from backend.engine.model.source import ModelSource
-from backend.engine.paths.gpu_batch import gpu_draft_schedule
+from backend.engine.paths.gpu_batch import gpu_draft_schedule, graph_config
 from backend.engine.paths.speculative import (
     CPU_SPECULATION_MAX_BATCH,
     Speculative,
@@ -129,6 +129,13 @@ def _on_gpu(
             )
             config = {**config, "num_speculative_tokens_per_batch_size": schedule}
             why += schedule_why
+            if not profile.enforce_eager:
+                graphs, graphs_why = graph_config(
+                    int(args["max_num_seqs"].value),
+                    int(config["num_speculative_tokens"]),
+                    int(args["max_num_batched_tokens"].value),
+                )
+                args["compilation_config"] = Argument(graphs, graphs_why)
             env[DRAFT_SCHEDULE_ENV] = Argument(
                 1,
                 "the number of drafts a step proposes can be set while the engine runs: "
