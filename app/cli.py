@@ -216,10 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
         "64, 256 and 512, up to what the memory plan batches)",
     )
     bench.add_argument(
-        "--max-tokens",
-        type=_positive,
-        default=None,
-        help="tokens per request (default: 32 on a CPU, 256 on a GPU)",
+        "--max-tokens", type=_positive, help="tokens per request (default: 32 on a CPU, 256 on a GPU)"
     )
     bench.add_argument(
         "--repetitions",
@@ -235,12 +232,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="on a GPU where vLLM runs Gemma 4 on Triton (Ampere, Ada), skip the rows of the optimized "
         "path with each other attention backend vLLM offers for its head sizes (run alone, after the table)",
     )
-    bench.add_argument(
-        "--no-ablation",
-        action="store_true",
-        help="skip the rows of the baseline with each part of the optimized path alone (batch limits, "
-        "speculation, attention; each part that differs runs its own engine after the table)",
-    )
+    ablation = "skip the rows of the baseline with each differing part of the optimized path alone"
+    bench.add_argument("--no-ablation", action="store_true", help=ablation)
     bench.add_argument(
         "--startup",
         action="store_true",
