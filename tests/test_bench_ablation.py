@@ -51,6 +51,7 @@ def test_on_a_card_batch_limits_are_the_same_and_speculation_is_alone(tmp_path: 
     spec = found["speculation"].config
     assert spec is not None
     assert spec.args["max_num_seqs"].value == 1024 and "speculative_config" in spec.args
+    assert "compilation_config" in found["speculation"].adds, "the CUDA graphs sized for its drafts"
     assert spec.env["GEMMA_CHAT_NO_PREFILL_DRAFTS"].value == 1
     assert spec.args["gpu_memory_utilization"].value == plan.share("baseline"), "the baseline's engine"
 

@@ -7,9 +7,10 @@ own warm-up and runs), and compared with the baseline:
 * ``batch limits``: the optimized path's ``max_num_seqs`` / ``max_num_batched_tokens``. On a GPU
   both paths get what ``vllm serve`` uses on the card (``backend.engine.gpu.serve_limits``) and
   on a CPU neither sets them, so this row says "same as the baseline" and runs nothing;
-* ``speculation``: the optimized path's ``speculative_config`` with the environment it adds only
-  when it speculates (drafts by load, no drafter on steps that draft nothing, …) — found as what
-  the optimized path's environment loses with ``speculation = "none"``;
+* ``speculation``: the optimized path's ``speculative_config`` (on a card with its CUDA graphs for
+  every draft level) with the environment it adds only when it speculates (drafts by load, no
+  drafter on steps that draft nothing, …) — found as what the optimized path's environment loses
+  with ``speculation = "none"``;
 * ``attention``: the optimized path's ``attention_config`` (a measured backend; none on a CPU);
 * ``all``: the optimized path itself (the main table's runs).
 
@@ -40,7 +41,8 @@ Runs = dict[str, dict[str, list[WorkloadRun]]]
 MARK = "baseline+"
 """An ablation's path name: ``baseline+speculation``."""
 BATCH_ARGS = ("max_num_seqs", "max_num_batched_tokens")
-SPECULATION_ARGS = ("speculative_config", "per_request_spec_decode_metrics")
+SPECULATION_ARGS = ("speculative_config", "per_request_spec_decode_metrics", "compilation_config")
+"""On a card ``compilation_config`` is the CUDA graphs sized for every draft level (``gpu_batch``)."""
 ATTENTION_ARGS = ("attention_config",)
 PARTS = ("batch limits", "speculation", "attention")
 ALL = "all (the optimized path)"
