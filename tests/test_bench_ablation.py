@@ -41,6 +41,9 @@ def test_on_a_cpu_only_speculation_differs_and_it_brings_its_environment(tiny_so
     assert not any("UNI_WORKER" in key for key in spec.config.env), "nor the worker placement"
     assert "distributed_executor_backend" not in spec.config.args
     assert list(ablation.ablation_configs(list(found.values()))) == ["baseline+speculation"]
+    planned = {a.part: a for a in _parts(tiny_source, EngineSettings())}["speculation"].config
+    assert planned is not None and planned.drafts is not None, "speculation = auto: drafts set at start"
+    assert planned.drafts == engine_config(EngineProfile.optimized(), tiny_source, EngineSettings()).drafts
 
 
 def test_on_a_card_batch_limits_are_the_same_and_speculation_is_alone(tmp_path: Path) -> None:

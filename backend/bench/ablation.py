@@ -10,7 +10,8 @@ own warm-up and runs), and compared with the baseline:
 * ``speculation``: the optimized path's ``speculative_config`` (on a card with its CUDA graphs for
   every draft level) with the environment it adds only when it speculates (drafts by load, no
   drafter on steps that draft nothing, …) — found as what the optimized path's environment loses
-  with ``speculation = "none"``;
+  with ``speculation = "none"`` — and, on a CPU, its draft plan (the drafts a step proposes, set
+  at the engine's start from what the optimized path's first start measured);
 * ``attention``: the optimized path's ``attention_config`` (a measured backend; none on a CPU);
 * ``all``: the optimized path itself (the main table's runs).
 
@@ -79,6 +80,8 @@ def ablations(baseline: EngineConfig, optimized: EngineConfig, unspeculated: Eng
             out.append(Ablation(part, None, ()))
             continue
         config = replace(baseline, args={**baseline.args, **args}, env={**baseline.env, **env})
+        if part == "speculation":  # on a CPU the drafts a step proposes are set at start by the plan
+            config = replace(config, drafts=optimized.drafts)
         adds = (*args, *(f"env {k}" for k in env))
         out.append(Ablation(part, config, adds))
     return out
