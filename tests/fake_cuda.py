@@ -317,6 +317,34 @@ def _zero_draft_step(drafter: Any) -> dict[str, Any]:
     return out
 
 
+def _ablation(source: Any, settings: Any, plan: Any) -> dict[str, Any]:
+    """bench's ablation parts on this card (``backend.bench.ablation``), each that runs built by
+    vLLM as its engine would be, and the hardware bench's report names (read through vLLM's
+    platform and NVML, as on a card)."""
+    from dataclasses import asdict
+
+    from backend.bench.ablation import ablations
+    from backend.bench.hardware import this_card
+    from backend.engine.paths.profiles import EngineProfile, engine_config
+
+    def config(profile: Any, chosen: Any = settings) -> Any:
+        return engine_config(profile, source, chosen, 1, plan)
+
+    plain = settings.model_copy(update={"speculation": "none"})
+    found = ablations(
+        config(EngineProfile.baseline()),
+        config(EngineProfile.optimized()),
+        config(EngineProfile.optimized(), plain),
+    )
+    parts: dict[str, Any] = {}
+    for part in found:
+        parts[part.part] = (
+            None if part.config is None else {"adds": list(part.adds), "vllm": _engine(part.config)}
+        )
+    card = this_card()
+    return {"parts": parts, "card": None if card is None else asdict(card)}
+
+
 def run(spec: dict[str, Any]) -> dict[str, Any]:
     use(spec["memory_gib"], tuple(spec["capability"]), spec["name"], spec.get("fa4", False))
     from dataclasses import replace
@@ -364,6 +392,8 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
                 out[name]["vllm"] = _engine(config)
             except Exception as error:  # vLLM's own refusal is a finding: report it
                 out[name]["vllm_error"] = f"{type(error).__name__}: {error}"
+    if spec.get("ablation"):
+        out["ablation"] = _ablation(source, settings, plan)
     if measured:
         from backend.engine.speculation.kept import forget_choice
 

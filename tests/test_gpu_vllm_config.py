@@ -40,10 +40,17 @@ def e2b_alone(tmp_path_factory: pytest.TempPathFactory) -> Path:
 CARDS = [
     {"key": "t4", "memory_gib": 16, "capability": [7, 5], "name": "Tesla T4"},
     {"key": "a100", "memory_gib": 80, "capability": [8, 0], "name": "NVIDIA A100-SXM4-80GB"},
-    {"key": "l4", "memory_gib": 24, "capability": [8, 9], "name": "NVIDIA L4"},
+    {"key": "l4", "memory_gib": 24, "capability": [8, 9], "name": "NVIDIA L4", "ablation": True},
     {"key": "rtx4080", "memory_gib": 16, "capability": [8, 9], "name": "NVIDIA GeForce RTX 4080"},
     {"key": "l40s", "memory_gib": 48, "capability": [8, 9], "name": "NVIDIA L40S"},
-    {"key": "h100", "memory_gib": 80, "capability": [9, 0], "name": "NVIDIA H100 80GB HBM3", "fa4": True},
+    {
+        "key": "h100",
+        "memory_gib": 80,
+        "capability": [9, 0],
+        "name": "NVIDIA H100 80GB HBM3",
+        "fa4": True,
+        "ablation": True,
+    },
     {
         "key": "b200",
         "memory_gib": 80,
@@ -332,3 +339,26 @@ def test_cuda_graphs_cover_every_draft_level_at_the_most_requests(faked: dict[st
     ceiling = 1024 if key.startswith("b200") else 512
     assert max(baseline["graph_sizes"]) == ceiling, "stock vLLM's default ceiling"
     assert max(optimized["graph_sizes"]) == seqs * (1 + drafts) > ceiling
+
+
+@pytest.mark.parametrize("key", ["l4", "h100"])
+def test_benchs_ablation_parts_on_a_card_are_engines_vllm_builds(faked: dict[str, Any], key: str) -> None:
+    """Issue 66: on a card both paths batch alike, so `batch limits` runs nothing; `speculation`
+    is the baseline's engine with the optimized path's drafts (its schedule, CUDA graphs and
+    zero-draft skip), which vLLM builds with the same batch limits; no attention part where none
+    was measured. The report's hardware is the card, read through vLLM's platform."""
+    ablation = faked[key]["ablation"]
+    parts = ablation["parts"]
+    assert parts["batch limits"] is None and parts["attention"] is None
+    speculation = parts["speculation"]
+    assert {"speculative_config", "compilation_config", "env GEMMA_CHAT_NO_PREFILL_DRAFTS"} <= set(
+        speculation["adds"]
+    )
+    built, optimized = speculation["vllm"], _vllm(faked[key], "optimized")
+    assert built["speculative_method"] == "mtp" and built["model_runner"] == "v2"
+    for field in ("max_num_seqs", "max_num_batched_tokens", "graph_sizes", "speculative_tokens"):
+        assert built[field] == optimized[field], field
+    assert built["gpu_memory_utilization"] == faked[key]["shares"]["baseline"], "the baseline's engine"
+    card = ablation["card"]
+    assert card["name"] == next(c["name"] for c in CARDS if c["key"] == key)
+    assert card["memory_gib"] == next(c["memory_gib"] for c in CARDS if c["key"] == key)
