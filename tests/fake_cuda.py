@@ -248,7 +248,9 @@ def _drafter(built: Any) -> dict[str, Any] | None:
         from vllm.v1.worker.gpu.spec_decode import init_speculator
 
         drafter = init_speculator(built, torch.device("cpu"), None)  # type: ignore[arg-type]
-        skips = _zero_draft_step(drafter)
+        from tests.fake_cuda_steps import zero_draft_step
+
+        skips = zero_draft_step(drafter)
     else:
         from vllm.v1.spec_decode.gemma4 import Gemma4Proposer
 
@@ -267,53 +269,6 @@ def _drafter(built: Any) -> dict[str, Any] | None:
             "backend_per_kind": {k: v.name for k, v in per_kind.items()},
             **{f"{kind}_backend": layer.get("backend", layer.get("error")) for kind, layer in layers.items()},
         }
-    return out
-
-
-def _zero_draft_step(drafter: Any) -> dict[str, Any]:
-    """V2's ``propose`` for a step of 3 requests that asks for no drafts, as the runner calls it,
-    with gemma-chat's hooks and without them (``__wrapped__``): whether the drafter's work started
-    (its first stage, copying the requests' sampling inputs, records the call and stops there)
-    and what the call answered. The same call as a dummy run (start-up, graph capture) must reach
-    the drafter either way."""
-    import types
-
-    import torch
-
-    cls = type(drafter)
-    started: list[str] = []
-
-    def first_stage(*args: Any, **kwargs: Any) -> None:
-        started.append("drafter")
-        raise RuntimeError("the drafter ran")
-
-    drafter._copy_request_inputs = first_stage
-    batch = types.SimpleNamespace(
-        num_reqs=3,
-        idx_mapping=torch.arange(3, dtype=torch.int32),
-        num_tokens=3,
-        num_tokens_after_padding=3,
-        num_scheduled_tokens=torch.ones(3, dtype=torch.int32),
-        seq_lens_cpu_upper_bound=torch.full((3,), 5),
-    )
-    none = torch.zeros(3, dtype=torch.int32)
-    args = (batch, {}, {}, torch.zeros(3, 8), None, none, none, none, none, none, none)
-    out: dict[str, Any] = {}
-    for name, propose in (
-        ("patched", cls.propose),
-        ("vllm_alone", getattr(cls.propose, "__wrapped__", None)),
-    ):
-        if propose is None:
-            out[name] = "not patched"
-            continue
-        for kind, extra in (("step", {}), ("dummy_run", {"dummy_run": True})):
-            started.clear()
-            try:
-                answer = propose(drafter, *args, num_speculative_tokens=0, **extra)
-                shown: Any = answer.tolist()
-            except RuntimeError as error:
-                shown = str(error)
-            out[f"{name}_{kind}"] = {"drafter_started": bool(started), "answer": shown}
     return out
 
 
