@@ -127,3 +127,6 @@ def test_vllms_own_v1_runner_runs_no_drafter_on_a_step_asking_for_none(
     assert runner.propose_draft_token_ids(busy, [[5], [6], [7]], *rest) == [[], [], []]
     with pytest.raises(AttributeError, match="total_num_scheduled_tokens"):
         GPUModelRunner.propose_draft_token_ids(runner, busy, [[5], [6], [7]], *rest)
+    runner.use_async_scheduling = True  # V1 on a card: the next step reads the drafts as a tensor
+    with pytest.raises(AttributeError, match="total_num_scheduled_tokens"):
+        runner.propose_draft_token_ids(busy, [[5], [6], [7]], *rest)

@@ -23,7 +23,10 @@ the same environment a V2 step that asks for no drafts (the optimized GPU path's
 above its busy threshold) answers "no drafts" (-1, as vLLM's own zero path writes) without any
 drafter work. Gemma 4's drafter writes no KV of its own (it reads the target's), so nothing is lost
 for later steps. Dummy and profiling runs (start-up, CUDA graph capture) and data-parallel steps
-(their collectives must match across ranks) run as vLLM wrote them. Standard library only until
+(their collectives must match across ranks) run as vLLM wrote them. V1 with async scheduling (V1 on
+a card; the CPU build schedules synchronously) keeps vLLM's own too: there the next step scatters
+the drafts from a tensor (``GPUModelRunner._prepare_input_ids``), which a list of empty drafts
+would break. Standard library only until
 vLLM's module is imported.
 """
 
@@ -63,6 +66,8 @@ def patch(module: Any) -> None:
 
     def propose_draft_token_ids(self: Any, scheduler_output: Any, *args: Any, **kwargs: Any) -> Any:
         step = scheduler_output
+        if getattr(self, "use_async_scheduling", False):  # V1 on a card: drafts must stay a tensor
+            return original(self, scheduler_output, *args, **kwargs)
         if prefills_only(step.num_scheduled_tokens, step.scheduled_spec_decode_tokens):
             log_once(IN_USE)
             return [[] for _ in self.input_batch.req_ids]

@@ -144,8 +144,8 @@ def _on_gpu(
             env[NO_PREFILL_DRAFTS_ENV] = Argument(
                 1,
                 "a step that asks for no drafts (above the busy threshold) runs no drafter pass for "
-                "nothing (Model Runner V2 runs the drafter's first pass before it checks), and on V1 a "
-                "step of prefills answers before drafting (drafts never change a token)",
+                "nothing (Model Runner V2, a card's runner, runs the drafter's first pass before it "
+                "checks; drafts never change a token)",
             )
         _speculating(profile, args, env, config, why)
     return EngineConfig(profile=profile, args=args, env=env, notes=notes, drafts=None)

@@ -130,9 +130,7 @@ async def measure_speculation(
         )
     recheck = on_gpu() and not settings.exact
     if recheck:
-        await _recheckin_exact_mode(
-            reference, candidates[1:], requests, settings, log_dir, say
-        )
+        await _recheckin_exact_mode(reference, candidates[1:], requests, settings, log_dir, say)
     runs = [c.run(reference) for c in candidates if not c.failed]
     choice = choose(runs[0], runs[1:])
     key = choice_key(source, settings, on_gpu())
