@@ -215,9 +215,11 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive,
         action="append",
         help="throughput: requests at once; repeated, a row for each (default: 8 on a CPU; on a GPU 1, 8, "
-        "64 and 256, up to what the memory plan batches)",
+        "64, 256 and 512, up to what the memory plan batches)",
     )
-    bench.add_argument("--max-tokens", type=_positive, default=32, help="tokens per request (default 32)")
+    bench.add_argument(
+        "--max-tokens", type=_positive, help="tokens per request (default: 32 on a CPU, 256 on a GPU)"
+    )
     bench.add_argument(
         "--repetitions",
         type=_positive,
@@ -232,6 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="on a GPU where vLLM runs Gemma 4 on Triton (Ampere, Ada), skip the rows of the optimized "
         "path with each other attention backend vLLM offers for its head sizes (run alone, after the table)",
     )
+    ablation = "skip the rows of the baseline with each differing part of the optimized path alone"
+    bench.add_argument("--no-ablation", action="store_true", help=ablation)
     bench.add_argument(
         "--startup",
         action="store_true",

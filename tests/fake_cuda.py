@@ -176,10 +176,31 @@ def _engine(config: Any) -> dict[str, Any]:
         "sleep_mode": built.model_config.enable_sleep_mode,
         "offload_cudagraph": built.model_config.sleep_mode_offload_cudagraph,
         "async_scheduling": built.scheduler_config.async_scheduling,
+        "max_num_seqs": built.scheduler_config.max_num_seqs,
+        "max_num_batched_tokens": built.scheduler_config.max_num_batched_tokens,
+        "serve": _serve_limits(kwargs),
+        "graph_sizes": list(built.compilation_config.cudagraph_capture_sizes or []),
         "device": str(built.device_config.device),
         "model_runner": runner,
         "drafter": drafter,
         "layers": layers,
+    }
+
+
+def _serve_limits(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """What ``vllm serve`` would schedule with the app's arguments less its batch limits: the
+    scheduler ``create_engine_config`` builds in the API server's usage context, and vLLM's own
+    default table for that context on this card."""
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.usage.usage_lib import UsageContext
+
+    serve = UsageContext.OPENAI_API_SERVER
+    plain = {k: v for k, v in kwargs.items() if k not in ("max_num_seqs", "max_num_batched_tokens")}
+    scheduler = AsyncEngineArgs(**plain).create_engine_config(usage_context=serve).scheduler_config
+    tokens, seqs = AsyncEngineArgs.get_batch_defaults(world_size=1)
+    return {
+        "built": [scheduler.max_num_seqs, scheduler.max_num_batched_tokens],
+        "table": [seqs[serve], tokens[serve]],
     }
 
 
@@ -227,13 +248,17 @@ def _drafter(built: Any) -> dict[str, Any] | None:
         from vllm.v1.worker.gpu.spec_decode import init_speculator
 
         drafter = init_speculator(built, torch.device("cpu"), None)  # type: ignore[arg-type]
+        from tests.fake_cuda_steps import zero_draft_step
+
+        skips = zero_draft_step(drafter)
     else:
         from vllm.v1.spec_decode.gemma4 import Gemma4Proposer
 
         drafter = Gemma4Proposer.__new__(Gemma4Proposer)
         drafter.vllm_config, drafter.speculative_config = built, spec
+        skips = {}
     create = type(drafter)._create_draft_vllm_config
-    out: dict[str, Any] = {"class": type(drafter).__name__}
+    out: dict[str, Any] = {"class": type(drafter).__name__, "zero_draft_step": skips}
     for name, config in (
         ("patched", create(drafter)),
         ("vllm_alone", getattr(create, "__wrapped__", create)(drafter)),
@@ -245,6 +270,34 @@ def _drafter(built: Any) -> dict[str, Any] | None:
             **{f"{kind}_backend": layer.get("backend", layer.get("error")) for kind, layer in layers.items()},
         }
     return out
+
+
+def _ablation(source: Any, settings: Any, plan: Any) -> dict[str, Any]:
+    """bench's ablation parts on this card (``backend.bench.ablation``), each that runs built by
+    vLLM as its engine would be, and the hardware bench's report names (read through vLLM's
+    platform and NVML, as on a card)."""
+    from dataclasses import asdict
+
+    from backend.bench.ablation import ablations
+    from backend.bench.hardware import this_card
+    from backend.engine.paths.profiles import EngineProfile, engine_config
+
+    def config(profile: Any, chosen: Any = settings) -> Any:
+        return engine_config(profile, source, chosen, 1, plan)
+
+    plain = settings.model_copy(update={"speculation": "none"})
+    found = ablations(
+        config(EngineProfile.baseline()),
+        config(EngineProfile.optimized()),
+        config(EngineProfile.optimized(), plain),
+    )
+    parts: dict[str, Any] = {}
+    for part in found:
+        parts[part.part] = (
+            None if part.config is None else {"adds": list(part.adds), "vllm": _engine(part.config)}
+        )
+    card = this_card()
+    return {"parts": parts, "card": None if card is None else asdict(card)}
 
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:
@@ -294,6 +347,8 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
                 out[name]["vllm"] = _engine(config)
             except Exception as error:  # vLLM's own refusal is a finding: report it
                 out[name]["vllm_error"] = f"{type(error).__name__}: {error}"
+    if spec.get("ablation"):
+        out["ablation"] = _ablation(source, settings, plan)
     if measured:
         from backend.engine.speculation.kept import forget_choice
 

@@ -168,3 +168,37 @@ def test_profiles_for_an_a10_says_flex_attention_is_left_out_for_e2b(tmp_path: P
         f"full layers (vLLM 0.32: {SHARING_NOT_SUPPORTED})"
     ], shown
     assert "also measures sliding_window on FLASH_ATTN" in shown
+
+
+def test_a_b200_without_flashinfers_kernels_is_refused_with_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 66: on this machine's B200 vLLM runs every layer on FlashInfer; without its
+    precompiled kernels the plan refuses, naming the packages at flashinfer-python's version. With
+    them, in exact mode (Triton everywhere), or for a described card, it goes ahead."""
+    from backend.config.settings import EngineSettings
+    from backend.engine.gpu.card import GpuFacts, GpuRefused
+    from backend.engine.model.footprint import GIB
+    from backend.engine.model.source import resolve
+    from backend.engine.paths.placement import plan_for
+
+    source = resolve(str(make_e2b_folder(tmp_path)))
+    b200 = GpuFacts("NVIDIA B200", 179 * GIB, 179 * GIB, (10, 0))
+    monkeypatch.setattr("backend.engine.gpu.card.detect_gpu", lambda: b200)
+    monkeypatch.setattr("backend.engine.paths.placement.detect_gpu", lambda: b200)
+    monkeypatch.setattr(
+        "vllm.platforms.current_platform.is_sleep_mode_available", lambda: True, raising=False
+    )
+    monkeypatch.setattr(gpu_attention, "installed_version", lambda name: "0.6.18")
+    monkeypatch.setattr(gpu_attention, "flashinfer_kernels_missing", lambda: "flashinfer-cubin not installed")
+    with pytest.raises(GpuRefused) as refused:
+        plan_for(source, EngineSettings())
+    assert "On NVIDIA B200 vLLM runs every Gemma 4 layer on FlashInfer" in str(refused.value)
+    assert "flashinfer-cubin==0.6.18 flashinfer-jit-cache==0.6.18" in str(refused.value)
+    assert "`vllm download-kernels`" in str(refused.value)
+    assert plan_for(source, EngineSettings(exact=True)) is not None
+    assert plan_for(
+        source, EngineSettings(), GpuFacts("B200", b200.total_bytes, b200.free_bytes, (10, 0), True)
+    )
+    monkeypatch.setattr(gpu_attention, "flashinfer_kernels_missing", lambda: "")
+    assert plan_for(source, EngineSettings()) is not None

@@ -1,5 +1,6 @@
-"""The optimized path's batch limits and draft schedule on a (described) GPU: sized from the
-memory plan, read back through vLLM's own schedule expansion."""
+"""Both paths' batch limits on a (described) GPU — what `vllm serve` uses on the card — and the
+optimized path's draft schedule, read back through vLLM's own schedule expansion. The limits
+against vLLM's own table and scheduler are in tests/test_gpu_vllm_config.py."""
 
 from __future__ import annotations
 
@@ -11,18 +12,9 @@ import pytest
 
 from backend.config.settings import EngineSettings
 from backend.engine.gpu.card import described_gpu
-from backend.engine.gpu.window import kv_room
-from backend.engine.model.footprint import kv_bytes_per_request
+from backend.engine.gpu.serve_limits import serve_limits
 from backend.engine.model.source import resolve
-from backend.engine.paths.gpu_batch import (
-    BATCHED_TOKENS,
-    FULL_DRAFTS_UP_TO,
-    MOST_SEQS,
-    ONE_DRAFT_UP_TO,
-    PAGE_MARGIN,
-    TYPICAL_TOKENS,
-    draft_schedule,
-)
+from backend.engine.paths.gpu_batch import FULL_DRAFTS_UP_TO, ONE_DRAFT_UP_TO, draft_schedule
 from backend.engine.paths.placement import plan_for
 from backend.engine.paths.profiles import EngineProfile, engine_config
 from tests.e2b_folder import make_e2b_folder
@@ -34,35 +26,52 @@ def e2b(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_e2b_folder(tmp_path_factory.mktemp("models"))
 
 
-def _args(model: Path, gib: float, capability: tuple[int, int] = (8, 9)) -> tuple[dict, dict, int]:  # type: ignore[type-arg]
+def _args(model: Path, gib: float, capability: tuple[int, int] = (8, 9)) -> tuple[dict, dict]:  # type: ignore[type-arg]
     source, settings = resolve(str(model)), EngineSettings()
     plan = plan_for(source, settings, described_gpu(gib, capability))
     baseline = engine_config(EngineProfile.baseline(), source, settings, 1, plan).args
     optimized = engine_config(EngineProfile.optimized(), source, settings, 1, plan).args
-    return baseline, optimized, kv_room(plan, "optimized")
+    return baseline, optimized
 
 
-def test_a_large_card_batches_the_most_and_the_baseline_stays_stock(e2b: Path) -> None:
-    baseline, optimized, _ = _args(e2b, 80, (9, 0))
-    assert "max_num_seqs" not in baseline and "max_num_batched_tokens" not in baseline
-    assert optimized["max_num_seqs"].value == MOST_SEQS
-    assert optimized["max_num_batched_tokens"].value == BATCHED_TOKENS
-    assert "vLLM's default is 128" in optimized["max_num_seqs"].reason
+@pytest.mark.parametrize(
+    ("gib", "capability", "limits"),
+    [
+        (16, (8, 9), (256, 2048)),
+        (80, (8, 0), (256, 2048)),
+        (80, (9, 0), (1024, 8192)),
+        (180, (10, 0), (1024, 16384)),
+    ],
+)
+def test_both_paths_batch_what_vllm_serve_uses_on_the_card(
+    e2b: Path, gib: float, capability: tuple[int, int], limits: tuple[int, int]
+) -> None:
+    """vLLM's API-server table: an A100 stays on the small row whatever its memory (its name)."""
+    for args in _args(e2b, gib, capability):
+        assert (args["max_num_seqs"].value, args["max_num_batched_tokens"].value) == limits
+        assert "what `vllm serve` uses on" in args["max_num_seqs"].reason
+        assert "an engine in a process would get 128 and 2,048" in args["max_num_batched_tokens"].reason
 
 
-def test_a_small_card_batches_what_its_kv_room_holds(e2b: Path) -> None:
-    _, optimized, room = _args(e2b, 16)
-    each = PAGE_MARGIN * kv_bytes_per_request(e2b, TYPICAL_TOKENS).bytes
-    seqs = optimized["max_num_seqs"].value
-    assert seqs == room // each < MOST_SEQS, optimized["max_num_seqs"].reason
-    assert f"holds {seqs} requests of {TYPICAL_TOKENS} tokens" in optimized["max_num_seqs"].reason
+def test_the_table_reads_memory_and_name_as_vllm_does() -> None:
+    from backend.engine.gpu.card import GpuFacts
+    from backend.engine.model.footprint import GIB
+
+    def card(name: str, gib: float) -> tuple[int, int]:
+        limits = serve_limits(GpuFacts(name, int(gib * GIB), int(gib * GIB), (9, 0)))
+        return limits.max_num_seqs, limits.max_num_batched_tokens
+
+    assert card("NVIDIA A100-SXM4-80GB", 80) == (256, 2048), "vLLM PR 17885: a bigger step was slower"
+    assert card("NVIDIA H100 80GB HBM3", 79.2) == (1024, 8192)
+    assert card("NVIDIA H100 80GB HBM3", 69.9) == (256, 2048)
+    assert card("NVIDIA B200", 160) == (1024, 16384)
 
 
 @pytest.mark.parametrize("gib", [80, 24, 16])
 def test_drafts_fall_as_requests_rise_as_vllm_reads_the_schedule(e2b: Path, gib: float) -> None:
     from vllm.v1.spec_decode.dynamic.utils import build_dynamic_sd_schedule_lookup
 
-    _, optimized, _ = _args(e2b, gib)
+    _, optimized = _args(e2b, gib)
     spec, seqs = optimized["speculative_config"].value, optimized["max_num_seqs"].value
     drafts = spec["num_speculative_tokens"]
     lookup = build_dynamic_sd_schedule_lookup(spec["num_speculative_tokens_per_batch_size"], seqs, drafts)
@@ -79,10 +88,10 @@ def test_the_schedule_ends_where_the_batch_does() -> None:
     assert draft_schedule(2, 256)[-1] == [ONE_DRAFT_UP_TO + 1, 256, 0]
 
 
-def test_profiles_prints_the_batch_limits_with_their_arithmetic(e2b: Path, tmp_path: Path) -> None:
+def test_profiles_prints_the_batch_limits_with_their_reason(e2b: Path, tmp_path: Path) -> None:
     shown = _profiles(e2b, tmp_path, "--gpu-memory", "16")
-    assert "max_num_seqs = " in shown and "GiB of KV room holds" in shown, shown
-    assert f"max_num_batched_tokens = {BATCHED_TOKENS}" in shown, shown
+    assert "max_num_seqs = 256" in shown and "what `vllm serve` uses on" in shown, shown
+    assert "max_num_batched_tokens = 2048" in shown, shown
     assert "num_speculative_tokens_per_batch_size" in shown, shown
 
 
@@ -99,17 +108,17 @@ def test_bench_on_a_gpu_plans_the_seeds_table_within_the_batch_limit(
 
     monkeypatch.setattr("backend.engine.platform.on_gpu", lambda: True)
     levels = default_requests()
-    assert levels == (1, 8, 64, 256)
+    assert levels == (1, 8, 64, 256, 512)
     source, settings = resolve(str(e2b)), EngineSettings()
     said: list[str] = []
-    for gib, kept in ((80, (1, 8, 64, 256)), (16, (1, 8))):
+    for gib, kept in ((80, (1, 8, 64, 256, 512)), (16, (1, 8, 64, 256))):
         plan = plan_for(source, settings, described_gpu(gib, (8, 9)))
         paths = (EngineProfile.baseline(), EngineProfile.optimized())
         configs = {p.name: engine_config(p, source, settings, 1, plan) for p in paths}
         options = BenchOptions(workloads=with_levels(WORKLOAD_NAMES, levels), requests=levels[0])
         planned = within_batch_limits(options, configs, lambda stage, *_: said.append(stage))
         assert planned.workloads == (*(f"throughput@{n}" for n in kept), "single", "chat", "media"), gib
-    assert said == ["throughput at 64, 256 at once skipped: above the plan's batch limit 26"]
+    assert said == ["throughput at 512 at once skipped: above the plan's batch limit 256"]
 
 
 async def test_bench_on_an_a100_gives_each_other_attention_backend_its_rows(

@@ -40,10 +40,17 @@ def e2b_alone(tmp_path_factory: pytest.TempPathFactory) -> Path:
 CARDS = [
     {"key": "t4", "memory_gib": 16, "capability": [7, 5], "name": "Tesla T4"},
     {"key": "a100", "memory_gib": 80, "capability": [8, 0], "name": "NVIDIA A100-SXM4-80GB"},
-    {"key": "l4", "memory_gib": 24, "capability": [8, 9], "name": "NVIDIA L4"},
+    {"key": "l4", "memory_gib": 24, "capability": [8, 9], "name": "NVIDIA L4", "ablation": True},
     {"key": "rtx4080", "memory_gib": 16, "capability": [8, 9], "name": "NVIDIA GeForce RTX 4080"},
     {"key": "l40s", "memory_gib": 48, "capability": [8, 9], "name": "NVIDIA L40S"},
-    {"key": "h100", "memory_gib": 80, "capability": [9, 0], "name": "NVIDIA H100 80GB HBM3", "fa4": True},
+    {
+        "key": "h100",
+        "memory_gib": 80,
+        "capability": [9, 0],
+        "name": "NVIDIA H100 80GB HBM3",
+        "fa4": True,
+        "ablation": True,
+    },
     {
         "key": "b200",
         "memory_gib": 80,
@@ -51,6 +58,9 @@ CARDS = [
         "name": "NVIDIA B200 (80 GiB slice)",
         "fa4": True,
     },
+    {"key": "rtx4090", "memory_gib": 24, "capability": [8, 9], "name": "NVIDIA GeForce RTX 4090"},
+    {"key": "a100-40", "memory_gib": 40, "capability": [8, 0], "name": "NVIDIA A100-SXM4-40GB"},
+    {"key": "b200-full", "memory_gib": 180, "capability": [10, 0], "name": "NVIDIA B200", "fa4": True},
     {
         "key": "fp16",
         "memory_gib": 24,
@@ -188,7 +198,11 @@ def test_exact_sets_batch_invariant_on_both_paths(faked: dict[str, Any]) -> None
     """On an H100 each layer kind resolves, through vLLM's selector under batch invariance, to a
     backend with a batch-invariant kernel for its head size (left to vLLM: FlashAttention as FA2)."""
     for path in ("baseline", "optimized"):
-        speculating = {"GEMMA_CHAT_LIVE_SPEC_METRICS": "1", "GEMMA_CHAT_DRAFT_SCHEDULE": "1"}
+        speculating = {
+            "GEMMA_CHAT_LIVE_SPEC_METRICS": "1",
+            "GEMMA_CHAT_DRAFT_SCHEDULE": "1",
+            "GEMMA_CHAT_NO_PREFILL_DRAFTS": "1",
+        }
         live = speculating if path == "optimized" else {}
         assert faked["exact"][path]["env"] == {"VLLM_BATCH_INVARIANT": "1", **live}
         for kind, layer in _vllm(faked["exact"], path)["layers"].items():
@@ -267,3 +281,84 @@ def test_a_measured_attention_choice_goes_to_the_optimized_path_only(faked: dict
     assert plain == "TRITON_ATTN" and _drafter_sliding(built) == plain, (
         "the drafter attends as without the candidate (vLLM's Gemma 4 drafter refuses FlashAttention there)"
     )
+
+
+@pytest.mark.parametrize(
+    ("key", "seqs", "tokens"),
+    [
+        ("l4", 256, 2048),
+        ("rtx4090", 256, 2048),
+        ("a100-40", 256, 2048),
+        ("a100", 256, 2048),
+        ("h100", 1024, 8192),
+        ("b200", 1024, 8192),
+        ("b200-full", 1024, 16384),
+    ],
+)
+def test_both_paths_batch_what_vllm_serve_would_on_the_card(
+    faked: dict[str, Any], key: str, seqs: int, tokens: int
+) -> None:
+    """Issue 66: no throttled baseline. Each path's scheduler, as vLLM builds it from the app's
+    arguments, has the limits ``vllm serve`` builds on that card (``create_engine_config`` in the
+    API server's context, the same arguments less the limits) and vLLM's own default table gives;
+    an engine in a process would have had 128 and 2,048."""
+    for path in ("baseline", "optimized"):
+        built = _vllm(faked[key], path)
+        assert [built["max_num_seqs"], built["max_num_batched_tokens"]] == [seqs, tokens], (key, path)
+        assert built["serve"] == {"built": [seqs, tokens], "table": [seqs, tokens]}, (key, path)
+        assert faked[key][path]["args"]["max_num_seqs"] == str(seqs), "the app's own argument"
+
+
+@pytest.mark.parametrize("key", ["l4", "a100", "h100", "b200-full"])
+def test_on_model_runner_v2_a_step_asking_for_no_drafts_runs_no_drafter(
+    faked: dict[str, Any], key: str
+) -> None:
+    """vLLM's own ``Gemma4Speculator`` (V2, what a card runs) as the optimized engine builds it: a
+    step of 3 requests asking for no drafts answers -1 drafts without starting the drafter; vLLM
+    alone starts it (its first pass runs before the zero check); dummy runs (start-up, CUDA graph
+    capture) still reach it."""
+    step = _vllm(faked[key], "optimized")["drafter"]["zero_draft_step"]
+    assert step["patched_step"] == {"drafter_started": False, "answer": [[-1, -1]] * 3}
+    assert step["vllm_alone_step"]["drafter_started"] is True
+    assert step["patched_dummy_run"]["drafter_started"] is True
+    assert faked[key]["optimized"]["env"]["GEMMA_CHAT_NO_PREFILL_DRAFTS"] == "1"
+    assert "GEMMA_CHAT_NO_PREFILL_DRAFTS" not in faked[key]["baseline"]["env"]
+
+
+@pytest.mark.parametrize("key", ["l4", "a100", "h100", "b200-full"])
+def test_cuda_graphs_cover_every_draft_level_at_the_most_requests(faked: dict[str, Any], key: str) -> None:
+    """Issue 66: vLLM's default graphs stop at 512 tokens, so at 256 requests 2 drafts (768 tokens)
+    would run eager while no drafts replay a graph. The optimized engine's capture sizes, as vLLM
+    builds them, hold every request count of its grid at each draft level; the baseline keeps
+    vLLM's own."""
+    optimized, baseline = _vllm(faked[key], "optimized"), _vllm(faked[key], "baseline")
+    seqs, drafts = optimized["max_num_seqs"], optimized["speculative_tokens"]
+    sizes = set(optimized["graph_sizes"])
+    for level in range(drafts + 1):
+        assert {n * (1 + level) for n in (1, 8, 64, 256, seqs)} <= sizes, (key, level)
+    ceiling = 1024 if key.startswith("b200") else 512
+    assert max(baseline["graph_sizes"]) == ceiling, "stock vLLM's default ceiling"
+    assert max(optimized["graph_sizes"]) == seqs * (1 + drafts) > ceiling
+
+
+@pytest.mark.parametrize("key", ["l4", "h100"])
+def test_benchs_ablation_parts_on_a_card_are_engines_vllm_builds(faked: dict[str, Any], key: str) -> None:
+    """Issue 66: on a card both paths batch alike, so `batch limits` runs nothing; `speculation`
+    is the baseline's engine with the optimized path's drafts (its schedule, CUDA graphs and
+    zero-draft skip), which vLLM builds with the same batch limits; no attention part where none
+    was measured. The report's hardware is the card, read through vLLM's platform."""
+    ablation = faked[key]["ablation"]
+    parts = ablation["parts"]
+    assert parts["batch limits"] is None and parts["attention"] is None
+    speculation = parts["speculation"]
+    assert {"speculative_config", "compilation_config", "env GEMMA_CHAT_NO_PREFILL_DRAFTS"} <= set(
+        speculation["adds"]
+    )
+    built, optimized = speculation["vllm"], _vllm(faked[key], "optimized")
+    assert built["speculative_method"] == "mtp" and built["model_runner"] == "v2"
+    for field in ("max_num_seqs", "max_num_batched_tokens", "graph_sizes", "speculative_tokens"):
+        assert built[field] == optimized[field], field
+    assert built["gpu_memory_utilization"] == faked[key]["shares"]["baseline"], "the baseline's engine"
+    card = ablation["card"]
+    assert card["name"] == next(c["name"] for c in CARDS if c["key"] == key)
+    assert card["memory_gib"] == next(c["memory_gib"] for c in CARDS if c["key"] == key)

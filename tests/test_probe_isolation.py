@@ -187,30 +187,32 @@ def _on_a_gpu(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     return configs
 
 
-async def test_on_a_gpu_the_attention_stage_rechecks_a_difference_in_exact_mode(
+async def test_on_a_gpu_the_attention_stage_decides_on_speed_among_the_same_tokens(
     source: ModelSource, gemma_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """FlexAttention's tokens differ always, FlashAttention's in fast mode only: both 1.2x as fast,
-    Flex first (it would win a tie), so only the re-check can make FlashAttention the choice."""
+    """Issue 66: the attention stage re-checks nothing in exact mode (its reference runs Triton,
+    a candidate its own kernels: they would differ by the kernel alone, decided by luck). A
+    candidate whose fast-mode tokens differ is out and said (maybe rounding alone: the probe
+    cannot tell); one with the same tokens is judged on speed. FlexAttention's tokens differ in
+    fast mode, FlashAttention's do not: both 1.2x as fast, Flex first (it would win a tie)."""
     flash, flex = json.dumps(FLASH, sort_keys=True), json.dumps(FLEX, sort_keys=True)
     loaded: list[Any] = []
-    differing = {("mtp", 2, flex): "always", ("mtp", 2, flash): "fast", ("mtp", 1): "fast"}
+    differing = {("mtp", 2, flex): "fast", ("mtp", 1): "fast"}
     started = _stand_ins(monkeypatch, set(), differing, loaded)
     configs = _on_a_gpu(monkeypatch)
     said: list[str] = []
     kwargs: dict[str, Any] = {"drafts": (1, 2), "prompts": 3, "rounds": 1, "attention": [FLEX, FLASH]}
     choice = await probe.measure_speculation(source, SETTINGS, gemma_home, said.append, **kwargs)
     assert (choice.method, choice.drafts, choice.attention) == ("mtp", 2, flash)
-    assert started.count("none") == 2, "no speculation ran in exact mode once, for both stages"
-    again = "parity in exact mode: mtp@2 + attention, mtp@2 + attention, again (no speculation ran"
-    assert any(line.startswith(again) for line in said), said
+    assert started.count("none") == 2, "no speculation ran in exact mode once, for the speculation stage"
+    assert not any("+ attention" in line and "again" in line for line in said), "no attention re-check"
+    flex_said = "attention: mtp@2 + attention gave other greedy tokens than vLLM's attention"
+    assert any(line.startswith(flex_said) and "not chosen" in line for line in said), said
     runs = {run.label(): run for run in choice.runs}
-    assert runs["mtp@2 + sliding_window on FLASH_ATTN"].kernel_only == (0, 1, 2)
     assert not runs["mtp@2 + sliding_window on FLASH_ATTN"].diverged
-    assert runs["mtp@2 + full_attention on FLEX_ATTENTION"].diverged == (0, 1, 2), "a real difference"
+    assert runs["mtp@2 + full_attention on FLEX_ATTENTION"].diverged == (0, 1, 2)
     rechecked = [c.args["attention_config"].value for c in configs if "VLLM_BATCH_INVARIANT" in c.env]
-    assert {"backend": "TRITON_ATTN", **FLASH} in rechecked, "the candidate's own backend, batch-invariant"
-    assert {"backend": "TRITON_ATTN"} in rechecked, "the reference: Triton on every layer"
+    assert {"backend": "TRITON_ATTN", **FLASH} not in rechecked, "no attention candidate in exact mode"
     (exact,) = loaded
     assert exact.env["VLLM_BATCH_INVARIANT"].value == 1, "drafts by load re-checks under the same kernels"
     assert exact.args["attention_config"].value == {"backend": "TRITON_ATTN", **FLASH}

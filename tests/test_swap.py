@@ -240,3 +240,35 @@ def test_the_status_bar_says_when_a_gpu_path_has_no_drafter() -> None:
     assert path_note("baseline", gpu, False) == "" and path_note("optimized", {}, False) == ""
     measured = "MTP ×3, measured 1.31x here (1.30–1.34; first start)"
     assert path_note("optimized", {}, False, measured) == "MTP ×3, measured 1.31x here"
+
+
+async def test_ask_compare_says_a_swap_sleeps_the_engine_where_it_can(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 66: on a card the Swapper puts the baseline's engine to sleep, so ask's compare line
+    and its progress say so (they said "stops" whatever the swap did)."""
+    from app.commands import ask
+
+    class Stand:
+        def __init__(self, sleeps: bool) -> None:
+            self.can_sleep = sleeps
+
+        async def start(self, progress: object = None) -> object:
+            return object()
+
+    async def no_warm_up(engine: object) -> None:
+        return None
+
+    monkeypatch.setattr(ask, "warm_up", no_warm_up)
+    for sleeps, said, state in (
+        (True, "puts its engine to sleep", "asleep"),
+        (False, "stops its engine", "stopped"),
+    ):
+        engines: dict[str, Any] = {"baseline": Stand(sleeps), "optimized": Stand(sleeps)}
+        assert ask.swap_how(engines).startswith(said)
+        shown: list[str] = []
+        start = ask.swapped_engines(engines, shown.append)["baseline"].swapper._start  # type: ignore[attr-defined]
+        await start("baseline")
+        await start("optimized")
+        assert "(the other is" not in shown[0]
+        assert shown[1].endswith(f"(the other is {state}: one fits in memory)…"), shown

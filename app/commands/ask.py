@@ -32,7 +32,7 @@ from backend.engine.paths.placement import host_plan_for, plan_for
 from backend.engine.protocol import Engine, EngineInfo, Finished, PathEngine, SamplingSettings
 from backend.engine.reply_events import ReplyDelta
 from backend.engine.session.factory import make_engine, new_log_path, remote_engine, resolve_model, server_for
-from backend.engine.session.swap import ResidentEngine, Swapper, info_before_start
+from backend.engine.session.swap import ResidentEngine, Swapper, can_sleep, info_before_start
 from backend.engine.session.warmup import warm_up
 from backend.errors import GemmaChatError
 from backend.gemma4.messages import ChatMessage
@@ -150,9 +150,10 @@ async def _ask(
     mark = clock.mark if clock is not None else (lambda _stage: None)
     later: dict[str, EngineInfo] = {}
     if swapping:
+        how = swap_how(engines)
         console.write(
             "gemma-chat: this machine's memory holds one engine at a time: compare runs the baseline, "
-            "stops its engine and starts the optimized path's (the swap is not timed)\n"
+            f"{how} and starts the optimized path's (the swap is not timed)\n"
         )
         later = {name: info for name, engine in engines.items() if (info := info_before_start(engine))}
         later.pop(next(iter(engines)), None)  # the path that runs first starts now
@@ -232,6 +233,13 @@ def started_late(
     return replace(result, differences=path_differences(baseline.info, info))
 
 
+def swap_how(engines: dict[str, Engine]) -> str:
+    """What a swap does to the baseline's engine, as the ``Swapper`` will: put it to sleep where
+    the engine can (vLLM's sleep mode on a card), else stop it."""
+    first = next(iter(engines.values()))
+    return "puts its engine to sleep (weights to host memory)" if can_sleep(first) else "stops its engine"
+
+
 def swapped_engines(
     engines: dict[str, Engine], progress: Callable[[str], None], model: str = ""
 ) -> dict[str, Engine]:
@@ -241,7 +249,10 @@ def swapped_engines(
     started: list[str] = []
 
     async def start(name: str) -> EngineInfo:
-        swap = " (the other is stopped: one fits in memory)" if started else ""
+        swap = ""
+        if started:  # the Swapper sleeps the engine before where it can, else stops it
+            other = "asleep" if can_sleep(raw[started[-1]]) else "stopped"
+            swap = f" (the other is {other}: one fits in memory)"
         progress(f"starting the {name} engine{f' on {model}' if model else ''}{swap}…")
         started.append(name)
         info = await raw[name].start(progress)

@@ -10,7 +10,14 @@ import sys
 from pathlib import Path
 
 from app.commands.flags import settings_from_args
-from backend.bench.options import BENCH_LOG, WORKLOAD_NAMES, BenchOptions, default_requests, with_levels
+from backend.bench.options import (
+    BENCH_LOG,
+    WORKLOAD_NAMES,
+    BenchOptions,
+    default_max_tokens,
+    default_requests,
+    with_levels,
+)
 from backend.bench.session import run_bench
 from backend.config import paths
 from backend.engine.local.log import capture_stderr
@@ -81,12 +88,13 @@ def run_bench_command(args: argparse.Namespace) -> int:
     options = BenchOptions(
         workloads=with_levels(bench_workloads(args), levels),
         requests=levels[0],
-        max_tokens=args.max_tokens,
+        max_tokens=args.max_tokens or default_max_tokens(),
         repetitions=args.repetitions,
         peer=not args.no_peer,
         dummy_weights=args.dummy_weights,
         step_costs=args.step_costs or args.dummy_weights,
         attention=() if args.no_attention_variants else None,
+        ablation=not args.no_ablation,
         extra_args=extra,
     )
     log_dir = paths.logs_dir()

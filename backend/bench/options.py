@@ -40,6 +40,8 @@ class BenchOptions:
     """The pause before each timed run while several engines are up (None: vLLM's busy window
     plus a margin, ``backend.engine.local.quiet``)."""
     paths: tuple[str, ...] = ("baseline", "optimized")
+    ablation: bool = True
+    """Also run the baseline with each part of the optimized path alone (``backend.bench.ablation``)."""
     attention: tuple[str, ...] | None = None
     """``attention_config`` values (JSON) to run the optimized path with beside vLLM's own, each a
     row set of its own (``backend.bench.variants``); None: the card's (GPUs where vLLM runs Triton)."""
@@ -47,8 +49,13 @@ class BenchOptions:
     """Added to every path's vLLM arguments (tests use it; ``--dummy-weights`` sets load_format)."""
 
 
-GPU_CONCURRENCY = (1, 8, 64, 256)
-"""The seed's kind of table on a GPU: aggregate throughput at each of these requests at once."""
+GPU_CONCURRENCY = (1, 8, 64, 256, 512)
+"""The seed's kind of table on a GPU: aggregate throughput at each of these requests at once (256
+and more: the steady state the seed's figure is about)."""
+GPU_MAX_TOKENS = 256
+"""Tokens per request on a GPU: with 256+ requests a step decodes the whole batch for most of the
+run (32 tokens a request would be mostly ramp and tail)."""
+CPU_MAX_TOKENS = 32
 LEVEL_MARK = "throughput@"
 
 
@@ -58,6 +65,13 @@ def default_requests() -> tuple[int, ...]:
     from backend.engine.platform import on_gpu
 
     return GPU_CONCURRENCY if on_gpu() else (8,)
+
+
+def default_max_tokens() -> int:
+    """Tokens per request: ``GPU_MAX_TOKENS`` on a GPU (steady state), ``CPU_MAX_TOKENS`` on a CPU."""
+    from backend.engine.platform import on_gpu
+
+    return GPU_MAX_TOKENS if on_gpu() else CPU_MAX_TOKENS
 
 
 def with_levels(workloads: tuple[str, ...], levels: tuple[int, ...]) -> tuple[str, ...]:

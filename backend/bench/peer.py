@@ -10,12 +10,18 @@ E2B one) gets seeded random weights, as vLLM's ``load_format="dummy"`` does.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from backend.bench.roofs import torch_threads
+
+if TYPE_CHECKING:
+    from backend.bench.options import BenchOptions, Progress
+    from backend.config.settings import Settings
+    from backend.engine.model.source import ModelSource
 
 WARMUP_NEW_TOKENS = 2
 
@@ -188,3 +194,33 @@ class PeerRun:
     threads: int
     throughput: PeerResult | None = None
     single: PeerSingleResult | None = None
+
+
+def run_peer(
+    source: ModelSource,
+    settings: Settings,
+    options: BenchOptions,
+    rendered: dict[str, list[str]],
+    progress: Progress,
+    dtype: str,
+) -> PeerRun | None:
+    """transformers' ``generate`` on ``throughput`` (one batch) and ``single`` (one at a time)."""
+    wanted = [w for w in ("throughput", "single") if w in options.workloads and rendered.get(w)]
+    if not options.peer or not wanted:
+        return None
+    threads = os.cpu_count() or 1  # transformers as a user runs it: every core
+    peer = PeerRun(dtype=dtype, threads=threads)
+    if "throughput" in wanted:
+        progress("transformers: throughput", 0, 1)
+        prompts = rendered["throughput"]
+        peer.throughput = run_transformers_generate(
+            str(source.path), prompts, options.max_tokens, len(prompts), dtype, threads
+        )
+        progress("transformers: throughput", 1, 1)
+    if "single" in wanted:
+        progress("transformers: single", 0, 1)
+        peer.single = run_transformers_single(
+            str(source.path), rendered["single"], options.max_tokens, dtype, threads
+        )
+        progress("transformers: single", 1, 1)
+    return peer

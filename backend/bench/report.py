@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from backend.bench.ablation import Ablation, AblationRows, ablation_markdown, ablation_rows
+from backend.bench.hardware import peer_label
 from backend.bench.rows import Row, figure, num, rows_for
 from backend.bench.variants import VariantRows, variant_rows, variants_markdown
 from backend.bench.workload_runs import RequestResult, WorkloadRun, acceptance_of
@@ -56,6 +58,8 @@ class BenchReport:
     """Acceptance lengths the step costs' prediction uses (the probe's, where one is stored)."""
     variants: list[VariantRows] = field(default_factory=list)
     """The optimized path with other attention backends (``backend.bench.variants``)."""
+    ablations: list[AblationRows] = field(default_factory=list)
+    """The baseline with each part of the optimized path alone (``backend.bench.ablation``)."""
 
     @classmethod
     def build(
@@ -74,6 +78,11 @@ class BenchReport:
         remote: bool = False,
         step_costs: StepCosts | None = None,
         variants: tuple[dict[str, dict[str, list[WorkloadRun]]], dict[str, str]] = ({}, {}),
+        ablations: tuple[list[Ablation], dict[str, dict[str, list[WorkloadRun]]], dict[str, str]] = (
+            [],
+            {},
+            {},
+        ),
     ) -> BenchReport:
         """``remote``: a path ran on a server, so this machine's roofs say nothing of it."""
         from backend.bench.roofs import bandwidth_roof_tokens_per_s, compute_roof_tokens_per_s
@@ -103,6 +112,8 @@ class BenchReport:
         lengths = _probe_lengths(settings) if step_costs is not None else {}
         every = {**{name: run.workloads for name, run in paths.items()}, **variants[0]}
         tried = variant_rows(every, variants[1], options, _parity_over) if any(variants) else []
+        found, ablated, failed = ablations
+        parts = ablation_rows(found, {**every, **ablated}, failed, options) if found else []
         return cls(
             meta,
             rows,
@@ -117,6 +128,7 @@ class BenchReport:
             step_costs,
             lengths,
             tried,
+            parts,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -133,6 +145,7 @@ class BenchReport:
             "peak_memory_gib": self.memory_gib,
             "step_costs": None if self.step_costs is None else self._step_costs_json(),
             "attention_variants": [variant.to_json() for variant in self.variants],
+            "ablations": [part.to_json() for part in self.ablations],
             "paths": {
                 name: {
                     "engine_args": _plain(run.engine_args),
@@ -145,10 +158,11 @@ class BenchReport:
 
     def to_markdown(self) -> str:
         flags = " ".join(self.meta["machine"].get("cpu_flags") or []) or "not known"
-        reps = self.meta["options"]["repetitions"]
+        reps, mode = self.meta["options"]["repetitions"], self.meta.get("mode", "fast")
+        cpu = "" if self.meta.get("gpu") else f"CPU flags: {flags} · "
         title = (
-            f"**{self.meta['model']}** · {self.meta['dtype']} · {self.meta['hardware']} · "
-            f"CPU flags: {flags} · vLLM {self.meta['versions'].get('vllm', '?')}"
+            f"**{self.meta['model']}** · {self.meta['dtype']} · {self.meta['hardware']} · {cpu}"
+            f"{self.meta.get('vllm_build', 'vLLM ?')} · {mode} mode"
         )
         costs = ""
         if self.step_costs is not None:
@@ -162,8 +176,8 @@ class BenchReport:
             "",
             self._method_line(reps),
             "",
-            "| workload | metric | transformers | baseline | optimized | speed-up "
-            "| parity (requests · positions) | spec acceptance | of roof |",
+            f"| workload | metric | {peer_label(self.meta)} | baseline | optimized | speed-up "
+            f"| parity, {mode} mode (requests · positions) | spec acceptance | of roof |",
             "| --- | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: |",
         ]
         for row in self.rows:
@@ -191,6 +205,7 @@ class BenchReport:
         ]
         if divergences:
             lines += ["", "First divergences (baseline vs optimized):", *divergences]
+        lines += ablation_markdown(self.ablations)
         lines += variants_markdown(self.variants)
         if costs:
             lines += ["", costs.rstrip("\n")]
@@ -244,11 +259,15 @@ class BenchReport:
                 "network and the server's front end; this machine's roofs do not apply. "
                 f"Peak memory here: {memory}."
             )
+        where = "the card" if self.meta.get("gpu") else f"{r['threads']} thread(s)"
+        if peer and self.meta.get("gpu"):
+            peer = f"{peer} (transformers ran on the CPU, the baseline on the card: not a parity check)"
         return (
-            f"Roofs on {r['threads']} thread(s): {r['flops_per_s'] / 1e9:.0f} GFLOP/s "
-            f"({_matmul_label(r)}) → "
-            f"{r['compute_roof_tokens_per_s']:.0f} tok/s compute roof; {r['bytes_per_s'] / 1e9:.1f} GB/s → "
-            f"{r['bandwidth_roof_tokens_per_s']:.0f} tok/s bandwidth roof (weights read once per step). "
+            f"Roofs on {where}: {r['flops_per_s'] / 1e9:,.0f} GFLOP/s ({_matmul_label(r)}) at "
+            f"{r['flops_per_token'] / 1e9:.2f} GFLOP a token → "
+            f"{r['compute_roof_tokens_per_s']:,.0f} tok/s compute roof (the cap); "
+            f"{r['bytes_per_s'] / 1e9:.1f} GB/s → "
+            f"{r['bandwidth_roof_tokens_per_s']:,.0f} tok/s bandwidth roof (weights read once per step). "
             f"Peak memory: {memory}." + (f" transformers vs baseline tokens: {peer}." if peer else "")
         )
 
@@ -341,18 +360,19 @@ def _workload_json(run: WorkloadRun) -> dict[str, Any]:
 def _meta(
     source: ModelSource, settings: Settings, options: BenchOptions, costs: ModelCosts
 ) -> dict[str, Any]:
+    from backend.bench.hardware import measured_on, this_card
     from backend.provenance import hardware, package_versions
 
-    machine = hardware()
+    machine, versions = hardware(), package_versions()
     return {
         "model": source.name,
         "model_path": str(source.path),
         "drafter": str(source.drafter) if source.drafter else None,
         "dtype": costs.dtype,
         "effective_params": costs.effective_params,
-        "hardware": f"{machine.get('cpu', machine['machine'])} ({machine['cpus']} cores)",
+        **measured_on(this_card(), machine, versions, settings.engine.exact),
         "machine": machine,
-        "versions": {name.removesuffix("-cpu"): v for name, v in package_versions().items()},
+        "versions": {name.removesuffix("-cpu"): v for name, v in versions.items()},
         "options": {k: v for k, v in asdict(options).items() if k != "extra_args"},
     }
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from backend.bench.options import BenchOptions, level
 from backend.bench.workload_runs import BenchPrompt
 from backend.bench.workloads import Workloads
@@ -17,9 +15,11 @@ def prompt_sets(workloads: Workloads, options: BenchOptions) -> dict[str, list[B
     throughput = [BenchPrompt(p.id, user(p.text)) for p in workloads.throughput]
 
     def distinct(count: int) -> list[BenchPrompt]:
-        """``count`` requests, the prompts repeated in turn, each with its own id."""
-        repeated = [throughput[i % len(throughput)] for i in range(count)]
-        return [replace(p, id=f"{p.id}#{i}") for i, p in enumerate(repeated)]
+        """``count`` requests, the prompts repeated in turn, each with its own id and its number
+        first (``[N]``), so no two share a prefix-cache block: the chat template's header is a few
+        tokens, vLLM caches whole blocks of 16 (the rows measure computing, not the prefix cache)."""
+        texts = [workloads.throughput[i % len(throughput)] for i in range(count)]
+        return [BenchPrompt(f"{p.id}#{i}", user(f"[{i}] {p.text}")) for i, p in enumerate(texts)]
 
     unique = distinct(options.requests)
     single = throughput[-options.single_requests :]

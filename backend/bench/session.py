@@ -23,12 +23,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from backend.bench.ablation import measure_ablations
 from backend.bench.memory import PeakMemory
 from backend.bench.options import BENCH_LOG, BenchOptions, Progress, is_throughput, within_batch_limits
-from backend.bench.peer import PeerRun
+from backend.bench.peer import run_peer
 from backend.bench.report import BenchReport, PathRun
 from backend.bench.request_sets import prompt_sets
-from backend.bench.variants import attention_variants
+from backend.bench.variants import attention_variants, measure_variants
 from backend.bench.workload_runs import BenchPrompt, WorkloadRun, run_chat, run_sequential, run_throughput
 from backend.bench.workloads import Workloads, load_workloads
 from backend.config.settings import Settings
@@ -255,38 +256,6 @@ async def _run_workload(
     return await run_sequential(engine, path, name, sets[name], options.max_tokens, tick, tag)
 
 
-def run_peer(
-    source: ModelSource,
-    settings: Settings,
-    options: BenchOptions,
-    rendered: dict[str, list[str]],
-    progress: Progress,
-    dtype: str,
-) -> PeerRun | None:
-    """transformers' ``generate`` on ``throughput`` (one batch) and ``single`` (one at a time)."""
-    from backend.bench.peer import run_transformers_generate, run_transformers_single
-
-    wanted = [w for w in ("throughput", "single") if w in options.workloads and rendered.get(w)]
-    if not options.peer or not wanted:
-        return None
-    threads = os.cpu_count() or 1  # transformers as a user runs it: every core
-    peer = PeerRun(dtype=dtype, threads=threads)
-    if "throughput" in wanted:
-        progress("transformers: throughput", 0, 1)
-        prompts = rendered["throughput"]
-        peer.throughput = run_transformers_generate(
-            str(source.path), prompts, options.max_tokens, len(prompts), dtype, threads
-        )
-        progress("transformers: throughput", 1, 1)
-    if "single" in wanted:
-        progress("transformers: single", 0, 1)
-        peer.single = run_transformers_single(
-            str(source.path), rendered["single"], options.max_tokens, dtype, threads
-        )
-        progress("transformers: single", 1, 1)
-    return peer
-
-
 def bench_dtype(settings: Settings, config: dict[str, Any]) -> str:
     """The dtype every path (and the peer) computes in: the setting, or the checkpoint's own."""
     from backend.bench.model_costs import config_dtype
@@ -330,6 +299,17 @@ async def run_bench(
             else ({name: {} for name in measured}, "no workloads: step costs only")
         )
     remote = bool(servers)
+    ablated = await measure_ablations(
+        source,
+        settings.engine,
+        options,
+        measured,
+        plan,
+        remote,
+        lambda alone: measure_variants(
+            source, alone, options, workloads, progress, log_dir, warm_up, run_interleaved
+        ),
+    )
     variants = await attention_variants(
         source,
         settings,
@@ -366,6 +346,7 @@ async def run_bench(
         remote=remote,
         step_costs=step_costs,
         variants=variants,
+        ablations=ablated,
     )
 
 

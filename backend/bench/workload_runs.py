@@ -51,6 +51,15 @@ class WorkloadRun:
 
     @property
     def aggregate_tokens_per_s(self) -> float:
+        """Output tokens per second: over the engine's own span where every request has one (from
+        the first request scheduled to the last token, on the engine's clock: the app's delivery
+        of outputs is not in it), else over the app's wall time."""
+        spans = [r.metrics.engine_span for r in self.requests]
+        if spans and all(span is not None for span in spans):
+            first = min(span[0] for span in spans if span is not None)
+            last = max(span[1] for span in spans if span is not None)
+            if last > first:
+                return self.generated / (last - first)
         return self.generated / self.wall_s if self.wall_s > 0 else 0.0
 
     def mean(self, read: Callable[[RequestResult], float | None], turns: str = "all") -> float | None:
@@ -80,7 +89,13 @@ class BenchPrompt:
 
 
 def request_for(
-    engine: Engine, prompt: BenchPrompt, max_tokens: int, *, ignore_eos: bool, tag: str = ""
+    engine: Engine,
+    prompt: BenchPrompt,
+    max_tokens: int,
+    *,
+    ignore_eos: bool,
+    tag: str = "",
+    final_only: bool = False,
 ) -> EngineRequest:
     """``tag`` (the repetition) keeps request ids unique over a whole bench run."""
     rendered = engine.render(list(prompt.messages))
@@ -89,6 +104,7 @@ def request_for(
         prompt=rendered.text,
         multi_modal_data=prompt.multi_modal_data,
         sampling=SamplingSettings(max_tokens=max_tokens, temperature=0.0, seed=0, ignore_eos=ignore_eos),
+        final_only=final_only,
     )
 
 
@@ -105,8 +121,11 @@ async def collect(engine: Engine, request: EngineRequest, prompt_id: str, turn: 
 async def run_throughput(
     engine: Engine, path: str, prompts: Sequence[BenchPrompt], max_tokens: int, tick: Tick, tag: str = ""
 ) -> WorkloadRun:
-    """All requests submitted at once: aggregate output tokens per second of wall time."""
-    requests = [(p.id, request_for(engine, p, max_tokens, ignore_eos=True, tag=tag)) for p in prompts]
+    """All requests submitted at once, each answered once at its end (no per-token streaming):
+    aggregate output tokens per second over the engine's own span (``aggregate_tokens_per_s``)."""
+    requests = [
+        (p.id, request_for(engine, p, max_tokens, ignore_eos=True, tag=tag, final_only=True)) for p in prompts
+    ]
 
     async def one(prompt_id: str, request: EngineRequest) -> RequestResult:
         result = await collect(engine, request, prompt_id)

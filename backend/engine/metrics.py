@@ -40,6 +40,9 @@ class TurnMetrics:
     """(drafts proposed, drafts accepted) of each step that verified drafts, in order, as the
     engine's scheduler counted them (vLLM's ``detailed`` per-request metrics)."""
     kv_cache_usage: float | None = None
+    engine_span: tuple[float, float] | None = None
+    """When the engine first scheduled the request and when it produced its last token, on the
+    engine's own clock (comparable between requests of one engine; bench's throughput figure)."""
     thought_tokens: int = 0
     """Of ``generated_tokens``, those of the reply's thinking (set by the turn pipeline)."""
 
@@ -102,6 +105,7 @@ class MetricsTracker:
             decode_tokens_per_s=(generated - 1) / decode_s if decode_s else None,
             rolling_decode_tokens_per_s=self._rolling(),
             e2e_s=ttft + (last - first) if ttft is not None else None,
+            engine_span=(float(stats.scheduled_ts), last) if stats.scheduled_ts > 0 and last > 0 else None,
         )
         spec = output.outputs[0].spec_decode_metrics if output.outputs else None
         if spec is not None:

@@ -48,6 +48,10 @@ class EngineRequest:
     sampling: SamplingSettings = field(default_factory=SamplingSettings)
     extra_args: dict[str, Any] = field(default_factory=dict)
     """Passed to vLLM's ``SamplingParams.extra_args`` (read by custom logits processors)."""
+    final_only: bool = False
+    """vLLM sends the request's one output when it finishes (``RequestOutputKind.FINAL_ONLY``), not
+    each step's tokens: nothing streams (bench's throughput, where the app's per-token work would
+    be measured instead of the engine's)."""
 
 
 @dataclass(frozen=True)

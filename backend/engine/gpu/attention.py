@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from backend.engine.gpu.card import GpuFacts, GpuRefused
 from backend.engine.gpu.flashinfer_kernels import flashinfer_kernels_missing, installed_version
 
 VLLM_PRIORITY: dict[int | None, tuple[str, ...]] = {
@@ -135,4 +136,23 @@ def attention_candidates(
     return AttentionCandidates(
         others=tuple(config for config, why in checked if not why),
         left_out=tuple((config, why) for config, why in checked if why),
+    )
+
+
+def check_flashinfer_kernels(gpu: GpuFacts, exact: bool) -> None:
+    """Refuse this machine's card where vLLM would run every layer on FlashInfer (Blackwell: first
+    in vLLM's priority there) without its precompiled kernels: FlashInfer would compile Gemma 4's
+    512-dim attention with nvcc, or download it, at the first start (minutes; a failed start
+    offline). Exact mode runs Triton on every layer, so it needs none."""
+    if exact or gpu.described or vllm_attention(gpu.capability) != "FLASHINFER":
+        return
+    flashinfer = installed_version("flashinfer-python")
+    missing = flashinfer_kernels_missing() if flashinfer is not None else ""
+    if not missing:
+        return
+    raise GpuRefused(
+        f"On {gpu.name} vLLM runs every Gemma 4 layer on FlashInfer, and {missing}.",
+        f"Install them into gemma-chat's environment: `vllm download-kernels`, or `pip install "
+        f"flashinfer-cubin=={flashinfer} flashinfer-jit-cache=={flashinfer}` from FlashInfer's index for "
+        "your CUDA (https://flashinfer.ai/whl/); or set exact = true (Triton on every layer, slower).",
     )

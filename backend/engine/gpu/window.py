@@ -15,7 +15,8 @@ compares it with vLLM's own functions on a faked card. It is more than the confi
 (``footprint.kv_bytes_per_request``): a sliding layer is charged its window plus every token the
 engine may have in flight (two steps of scheduled tokens, async scheduling), the full layers whole
 blocks, and the sliding layers' pages are unified with the full layers'. For E2B at 131,072 tokens
-that is 0.94 GiB (optimized path) against the config's 0.76.
+that is 0.94 GiB against the config's 0.76 on a card where `vllm serve` schedules 8,192 tokens a
+step (``serve_limits``), both paths alike.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from backend.engine.gpu.card import GpuFacts
 from backend.engine.gpu.memory_plan import MemoryPlan
+from backend.engine.gpu.serve_limits import serve_limits
 from backend.engine.model.footprint import GIB, _dtype_bytes, layer_head_dim
 
 FLOOR = 8192
@@ -39,8 +42,6 @@ BLOCK_TOKENS = 16
 """vLLM's block size on CUDA (``CacheConfig.block_size``); other layers' blocks hold as many bytes."""
 CONCURRENT_STEPS = 2
 """Steps vLLM keeps in flight with async scheduling (``VllmConfig.max_concurrent_batches``)."""
-STOCK_BATCHED_TOKENS = 2048
-"""vLLM's own ``max_num_batched_tokens`` for an engine started in a process (the baseline's)."""
 
 
 @dataclass(frozen=True)
@@ -93,16 +94,12 @@ def kv_layers(model: Path, dtype: str) -> KvLayers:
     )
 
 
-BATCHED_TOKENS = 8192
-"""The optimized path's ``max_num_batched_tokens`` on a card (``gpu_batch``): a burst of new
-requests prefills in fewer steps beside the decoding ones."""
-
-
-def in_flight_tokens(profile: str) -> int:
-    """Tokens ``profile``'s engine may have scheduled and not yet settled (vLLM's
-    ``max_in_flight_tokens``): two steps of its ``max_num_batched_tokens`` (1 without async
-    scheduling, as with ngram: then this is an upper bound)."""
-    return CONCURRENT_STEPS * (BATCHED_TOKENS if profile == "optimized" else STOCK_BATCHED_TOKENS)
+def in_flight_tokens(gpu: GpuFacts) -> int:
+    """Tokens an engine on ``gpu`` may have scheduled and not yet settled (vLLM's
+    ``max_in_flight_tokens``): two steps of its ``max_num_batched_tokens`` — what ``vllm serve``
+    uses on that card, on both paths (``serve_limits``; 1 step without async scheduling, as with
+    ngram: then this is an upper bound)."""
+    return CONCURRENT_STEPS * serve_limits(gpu).max_num_batched_tokens
 
 
 def vllm_kv_bytes(layers: KvLayers, tokens: int, in_flight: int) -> int:
@@ -155,7 +152,7 @@ def _path_window(model: Path, dtype: str, plan: MemoryPlan, profile: str) -> Car
     share, total_bytes = plan.share(profile), plan.gpu.total_bytes
     most = model_max_len(model)
     room = kv_room(plan, profile)
-    layers, in_flight = kv_layers(model, dtype), in_flight_tokens(profile)
+    layers, in_flight = kv_layers(model, dtype), in_flight_tokens(plan.gpu)
 
     def fits(tokens: int) -> bool:
         return WINDOW_MARGIN * vllm_kv_bytes(layers, tokens, in_flight) <= room

@@ -9,7 +9,8 @@ from backend.engine.protocol import EngineRequest
 
 
 def sampling_params(request: EngineRequest) -> Any:
-    """vLLM's ``SamplingParams`` for a request: its outputs as deltas, special tokens kept."""
+    """vLLM's ``SamplingParams`` for a request: its outputs as deltas (or once, at the end, for a
+    ``final_only`` request), special tokens kept."""
     vllm_env.prepare()
     from vllm import SamplingParams
     from vllm.sampling_params import RequestOutputKind
@@ -24,6 +25,6 @@ def sampling_params(request: EngineRequest) -> Any:
         ignore_eos=s.ignore_eos,
         skip_special_tokens=False,
         spaces_between_special_tokens=False,
-        output_kind=RequestOutputKind.DELTA,
+        output_kind=RequestOutputKind.FINAL_ONLY if request.final_only else RequestOutputKind.DELTA,
         extra_args=dict(request.extra_args) or None,
     )

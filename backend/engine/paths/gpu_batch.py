@@ -1,15 +1,7 @@
-"""The optimized path's batch limits on a GPU, and how its drafts fall as concurrency rises.
+"""How the optimized path's drafts fall as concurrency rises on a GPU.
 
-Stock vLLM's engine context (the baseline) batches at most 128 requests a step
-(``max_num_seqs``) and 2,048 scheduled tokens (``max_num_batched_tokens``), whatever the card. The
-optimized path sizes both from its share of the card (``MemoryPlan``):
-
-* ``max_num_seqs``: how many requests of ``TYPICAL_TOKENS`` (a chat turn with its history) fit in
-  the KV room the plan leaves the path — ``PAGE_MARGIN`` times the config's count each — between
-  ``FEWEST_SEQS`` and ``MOST_SEQS``. A card that holds more requests at once decodes more tokens
-  per weight read; vLLM preempts past the cache anyway, so this is a ceiling, not a promise.
-* ``max_num_batched_tokens``: ``BATCHED_TOKENS``, so a burst of new requests prefills in fewer
-  steps beside the decoding ones.
+Both paths batch what ``vllm serve`` would on the card (``backend.engine.gpu.serve_limits``), so no
+speed-up is credited to batch limits.
 
 Drafts: a verifying step reads the weights once for ``1 + k`` tokens a request; with few requests
 the card waits on memory and drafts are nearly free, with many it is compute-bound and each
@@ -23,53 +15,11 @@ decide how many tokens a step may accept.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
-
-from backend.engine.gpu.memory_plan import MemoryPlan
-from backend.engine.gpu.window import BATCHED_TOKENS as BATCHED_TOKENS  # its own setting, kept by the window
-from backend.engine.gpu.window import kv_room
-from backend.engine.model.footprint import kv_bytes_per_request
 from backend.engine.speculation.choice import SpeculationChoice
 from backend.engine.speculation.load_rule import describe_steps, vllm_schedule
 
-TYPICAL_TOKENS = 2048
-MOST_SEQS = 256
-FEWEST_SEQS = 8
 FULL_DRAFTS_UP_TO = 16
 ONE_DRAFT_UP_TO = 64
-PAGE_MARGIN = 3
-"""Times the config's count a request of ``TYPICAL_TOKENS`` is charged: vLLM's admission counts a
-sliding layer's window plus every token in flight (2x the config's count for E2B at 2,048 tokens,
-``gpu_window.vllm_kv_bytes``), and a decoding request holds less; an estimate."""
-STOCK_SEQS = 128
-"""vLLM's own ``max_num_seqs`` for an engine started in a process (the baseline keeps it)."""
-
-
-@dataclass(frozen=True)
-class BatchLimits:
-    max_num_seqs: int
-    why: str
-
-
-def batch_limits(model: Path, dtype: str, plan: MemoryPlan, profile: str) -> BatchLimits:
-    """The most requests a step of ``profile``'s engine batches, with its arithmetic."""
-    room = kv_room(plan, profile)
-    each = PAGE_MARGIN * kv_bytes_per_request(model, TYPICAL_TOKENS, dtype).bytes
-    fit = room // each if each > 0 else MOST_SEQS
-    seqs = max(FEWEST_SEQS, min(MOST_SEQS, int(fit)))
-    if seqs == MOST_SEQS:
-        limit = f"the most gemma-chat batches ({MOST_SEQS})"
-    elif seqs == FEWEST_SEQS and fit < FEWEST_SEQS:
-        limit = f"the fewest it plans ({FEWEST_SEQS}): longer chats wait their turn"
-    else:
-        limit = "as many as fit"
-    why = (
-        f"requests a step batches, {limit}: {max(room, 0) / (1 << 30):.1f} GiB of KV room holds {int(fit)} "
-        f"requests of {TYPICAL_TOKENS} tokens at {each / (1 << 20):.0f} MiB each ({PAGE_MARGIN}× the "
-        f"config's count); vLLM's default is {STOCK_SEQS}"
-    )
-    return BatchLimits(seqs, why)
 
 
 def draft_schedule(drafts: int, max_num_seqs: int) -> list[list[int]]:
@@ -102,3 +52,34 @@ def gpu_draft_schedule(
         steps = measured.by_load
         return vllm_schedule(steps, max_num_seqs), f"; by load, measured here: {describe_steps(steps)}"
     return draft_schedule(drafts, max_num_seqs), draft_schedule_why(drafts)
+
+
+def _request_counts(most: int) -> list[int]:
+    """vLLM's grid of request counts for decode graphs (``VllmConfig._set_cudagraph_sizes``): 1, 2,
+    4, every 8 to 248, every 16 from 256, and ``most`` itself."""
+    counts = [n for n in (1, 2, 4) if n <= most]
+    counts += list(range(8, min(most + 1, 256), 8))
+    counts += list(range(256, most + 1, 16))
+    return sorted({*counts, most})
+
+
+def graph_sizes(max_num_seqs: int, drafts: int, max_batched_tokens: int) -> list[int]:
+    """CUDA graph capture sizes for every draft level the optimized engine may run, 0 to
+    ``drafts``: each request count of vLLM's grid times ``1 + j`` tokens (a decode step of ``j``
+    drafts is that many tokens a request), up to the step's token budget. vLLM's default stops at
+    512 tokens (1,024 on Blackwell), so 256 requests verifying 2 drafts (768 tokens) would run
+    eager while no drafts replay a graph: drafts by load would be measured against the graph, not
+    the drafts."""
+    sizes = {n * (1 + level) for level in range(drafts + 1) for n in _request_counts(max_num_seqs)}
+    return sorted(size for size in sizes if size <= max_batched_tokens)
+
+
+def graph_config(max_num_seqs: int, drafts: int, max_batched_tokens: int) -> tuple[dict[str, object], str]:
+    """The optimized GPU engine's ``compilation_config`` for ``graph_sizes``, with why."""
+    sizes = graph_sizes(max_num_seqs, drafts, max_batched_tokens)
+    why = (
+        f"CUDA graphs for every draft level (0 to {drafts}) up to {max_num_seqs} requests: {len(sizes)} "
+        f"sizes up to {sizes[-1] if sizes else 0} tokens (vLLM's default stops at 512, where 256 requests "
+        "verifying 2 drafts would run eager and no drafts would win by the graph alone)"
+    )
+    return {"cudagraph_capture_sizes": sizes}, why

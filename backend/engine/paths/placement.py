@@ -8,6 +8,7 @@ import json
 
 from backend.config.settings import EngineSettings
 from backend.engine.cpu.host_plan import HostPlan, estimated_footprint, plan_host
+from backend.engine.gpu.attention import check_flashinfer_kernels
 from backend.engine.gpu.card import GpuFacts, check_dtype, check_gpu, detect_gpu
 from backend.engine.gpu.memory_plan import MemoryPlan, plan_memory
 from backend.engine.gpu.window import plan_tokens
@@ -33,8 +34,8 @@ def uses_drafter(source: ModelSource, settings: EngineSettings) -> bool:
 
 def plan_for(source: ModelSource, settings: EngineSettings, gpu: GpuFacts | None = None) -> MemoryPlan | None:
     """The plan on ``gpu`` (default: this machine's; None where there is no GPU). Raises
-    ``GpuRefused`` for a card below compute capability 8.0, float16 for Gemma 4, or a model
-    that does not fit."""
+    ``GpuRefused`` for a card below compute capability 8.0, float16 for Gemma 4, FlashInfer without
+    its precompiled kernels where vLLM runs every layer on it, or a model that does not fit."""
     sleep, host = True, None
     if gpu is None:
         gpu = detect_gpu()
@@ -47,6 +48,7 @@ def plan_for(source: ModelSource, settings: EngineSettings, gpu: GpuFacts | None
         host = int(psutil.virtual_memory().total)
     check_gpu(gpu)
     check_dtype(settings.dtype, model_type(source), gpu)
+    check_flashinfer_kernels(gpu, settings.exact)
     tokens = context_tokens(source, settings)
     drafter = source.drafter if uses_drafter(source, settings) else None
     footprints = {

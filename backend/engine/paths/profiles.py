@@ -11,6 +11,7 @@ from typing import Any
 
 from backend.compat.draft_schedule import ENV as DRAFT_SCHEDULE_ENV
 from backend.compat.live_spec_metrics import ENV as LIVE_SPEC_METRICS_ENV
+from backend.compat.prefill_drafts import ENV as NO_PREFILL_DRAFTS_ENV
 from backend.compat.uni_worker import ENV as UNI_WORKER_ENV
 from backend.config.settings import EngineSettings
 from backend.engine.argument import Argument
@@ -19,9 +20,10 @@ from backend.engine.cpu.kv_size import cpu_kv_cache, cpu_window
 from backend.engine.gpu.args import exact_attention, gpu_arguments, gpu_env
 from backend.engine.gpu.card import GpuRefused
 from backend.engine.gpu.memory_plan import MemoryPlan
+from backend.engine.gpu.serve_limits import serve_limits
 from backend.engine.gpu.window import card_window
 from backend.engine.model.source import ModelSource
-from backend.engine.paths.gpu_batch import BATCHED_TOKENS, batch_limits, gpu_draft_schedule
+from backend.engine.paths.gpu_batch import gpu_draft_schedule, graph_config
 from backend.engine.paths.speculative import (
     CPU_SPECULATION_MAX_BATCH,
     Speculative,
@@ -80,8 +82,9 @@ def _on_gpu(
     engines_sharing_gpu: int,
     plan: MemoryPlan | None,
 ) -> EngineConfig:
-    """A GPU's engine: the window and share from the memory plan, the optimized path's batch limits
-    and drafts by load, exact mode's kernels, a measured attention backend."""
+    """A GPU's engine: the window and share from the memory plan, the batch limits `vllm serve` uses
+    on the card (both paths), the optimized path's drafts by load, exact mode's kernels, a measured
+    attention backend."""
     env: Args = {}
     if plan is not None:
         if "max_model_len" not in args:
@@ -89,14 +92,7 @@ def _on_gpu(
             args["max_model_len"] = Argument(window.tokens, window.why)
         args.update(gpu_arguments(plan, profile.name))
         env.update(gpu_env(settings))
-        if profile.name == "optimized":
-            limits = batch_limits(source.path, settings.dtype, plan, profile.name)
-            args["max_num_seqs"] = Argument(limits.max_num_seqs, limits.why)
-            args["max_num_batched_tokens"] = Argument(
-                BATCHED_TOKENS,
-                "tokens a step schedules: a burst of new requests prefills in fewer steps beside the "
-                "decoding ones (vLLM's default is 2048; an estimate, not measured on a card)",
-            )
+        args.update(serve_limits(plan.gpu).arguments(plan.gpu.name))
     else:
         if "max_model_len" not in args:
             window_tokens = cpu_window(source.path, None)
@@ -133,10 +129,23 @@ def _on_gpu(
             )
             config = {**config, "num_speculative_tokens_per_batch_size": schedule}
             why += schedule_why
+            if not profile.enforce_eager:
+                graphs, graphs_why = graph_config(
+                    int(args["max_num_seqs"].value),
+                    int(config["num_speculative_tokens"]),
+                    int(args["max_num_batched_tokens"].value),
+                )
+                args["compilation_config"] = Argument(graphs, graphs_why)
             env[DRAFT_SCHEDULE_ENV] = Argument(
                 1,
                 "the number of drafts a step proposes can be set while the engine runs: "
                 "`profiles --measure` measures drafts by load on this engine (drafts never change a token)",
+            )
+            env[NO_PREFILL_DRAFTS_ENV] = Argument(
+                1,
+                "a step that asks for no drafts (above the busy threshold) runs no drafter pass for "
+                "nothing (Model Runner V2, a card's runner, runs the drafter's first pass before it "
+                "checks; drafts never change a token)",
             )
         _speculating(profile, args, env, config, why)
     return EngineConfig(profile=profile, args=args, env=env, notes=notes, drafts=None)
