@@ -90,7 +90,7 @@ def skips_v2_drafter(num_speculative_tokens: int | None, kwargs: Mapping[str, An
 
 def patch_v2(module: Any) -> None:
     """Model Runner V2's Gemma 4 drafter: a step asking for no drafts runs none of it."""
-    if os.environ.get(ENV) != "1" or getattr(module, _PATCHED, False):
+    if not on(ENV) or getattr(module, _PATCHED, False):
         return
     speculator_class = module.Gemma4Speculator
     original = speculator_class.propose
