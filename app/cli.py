@@ -286,10 +286,11 @@ def build_parser() -> argparse.ArgumentParser:
     make.add_argument("out", help="output directory (model/, drafter/): new, empty, or one make-model wrote")
     make.add_argument(
         "--size",
-        choices=("tiny", "bench", "e2b"),
+        choices=("tiny", "bench", "e2b-layers", "e2b"),
         default="tiny",
-        help="tiny (tests), bench, or e2b: Gemma 4 E2B's exact shape (8.7 GB + a 148 MB drafter, about "
-        "2 minutes; for memory, start-up and step time at the real scale)",
+        help="tiny (tests), bench, e2b-layers (E2B's layer types and widths in 6 layers, ~600 MB: exact "
+        "verification at E2B's shapes), or e2b: Gemma 4 E2B's exact shape (8.7 GB + a 148 MB drafter, "
+        "about 2 minutes; for memory, start-up and step time at the real scale)",
     )
     make.add_argument("--seed", type=int, default=0, help="same seed, same bytes")
     make.add_argument(

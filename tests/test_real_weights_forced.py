@@ -1,4 +1,5 @@
-"""Token parity on real weights with another CPU class's code path forced: as an AVX2 CPU computes.
+"""Token parity on real weights with another CPU class's code path forced: as an AVX2 CPU computes,
+and the row-by-row fallback of row-exact verification (no one-pass kernel).
 
 The corpus test (``tests/test_real_weights_parity.py``) runs on the class this machine has; here
 ``GEMMA_CHAT_FORCE_LINEAR=kernel`` makes both engines compute bfloat16 linears as an AVX2 CPU does
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from backend.compat.row_exact_linear import FORCE_ENV as FORCE_ROW_EXACT_ENV
 from backend.engine.paths.profiles import EngineProfile
 from backend.engine.prompt_sets import load_prompt_set
 from backend.kernels.env import FORCE_ENV
@@ -39,4 +41,23 @@ async def test_forced_avx2_class_keeps_parity(
         real_weights, gemma_home, prompts, reference, 64, eager=True
     )
     print(f"real-weights parity, forced AVX2 class, {summary}")
+    assert not differing, differing
+
+
+async def test_forced_row_by_row_fallback_keeps_parity(
+    real_weights: Path, gemma_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``GEMMA_CHAT_FORCE_ROW_EXACT=rows``: no one-pass kernel, each verified row through vLLM's own
+    matmul alone (what a layer the kernel cannot prove gets): 8 prompts x 64 tokens, eagerly."""
+    monkeypatch.setenv(FORCE_ROW_EXACT_ENV, "rows")
+    prompts = [p for p in load_prompt_set("real_parity_corpus.json") if p.kind == "chat"][8:16]
+    baseline = await _engine(EngineProfile.baseline(), real_weights, gemma_home, eager=True)
+    try:
+        reference = await _tokens(baseline, prompts, "ref-", 64)
+    finally:
+        await baseline.shutdown()
+    differing, summary = await _speculative_differences(
+        real_weights, gemma_home, prompts, reference, 64, eager=True
+    )
+    print(f"real-weights parity, row by row forced, {summary}")
     assert not differing, differing

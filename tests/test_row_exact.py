@@ -190,3 +190,31 @@ def test_a_cut_step_runs_its_solo_rows_in_one_kernel_call() -> None:
     assert torch.equal(out[7:], linear(x[7:], empty, None))
     assert torch.equal(plain, linear(x[:1], empty, None))
     assert torch.equal(batch, linear(x[:5], empty, None))
+
+
+def test_a_replicated_layer_whose_weight_vllm_dropped_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """vLLM's ``ReplicatedLinear`` (E2B's per-layer input gates) declares ``input_size`` only, and
+    oneDNN's dispatch leaves it an empty weight: the check reads the inner size from the weight it
+    had before the dispatch (an unchecked gate once changed a verifying step's bits at E2B's shape)."""
+    if not torch.cpu._is_avx512_bf16_supported():
+        pytest.skip("oneDNN has no native bfloat16 matmul on this CPU")
+    monkeypatch.setenv(row_exact_linear.ENV, "1")
+    weight = (torch.randn(256, 1536, generator=torch.Generator().manual_seed(4)) * 0.05).to(torch.bfloat16)
+
+    class Replicated:
+        prefix = "model.layers.0.per_layer_input_gate"
+        input_size = 1536
+        bias = None
+
+    layer = Replicated()
+    layer.cpu_linear = _onednn(256, 1536)  # type: ignore[attr-defined]
+    layer.weight = torch.empty(0, dtype=torch.bfloat16)  # type: ignore[attr-defined]
+    saved = dict(row_exact_linear._state)
+    row_exact_linear._state.update(layers={}, fast={}, variant=0, checked=0, kernel=False)
+    try:
+        row_exact_linear._wrap(layer, weight)
+        assert row_exact_linear._state["checked"] == 1
+        assert "model.layers.0.per_layer_input_gate" in row_exact_linear._state["layers"]
+    finally:
+        row_exact_linear._state.clear()
+        row_exact_linear._state.update(saved)

@@ -9,7 +9,7 @@ the final logit soft-cap, and vision and audio towers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any, TypeVar
 
 
@@ -170,9 +170,30 @@ def e2b() -> CheckpointSize:
     )
 
 
+def e2b_layers() -> CheckpointSize:
+    """E2B's layers at their real widths — hidden 1,536, MLP 6,144 (double-wide on KV-sharing
+    layers), 8 query heads of 256 (sliding) and 512 (full), per-layer inputs of 256, KV sharing —
+    but 6 layers (both kinds shared) and a 16,384-token vocabulary: every layer type and matmul
+    shape E2B verifies, at about 600 MB (the tests' checkpoint for exact verification at E2B's
+    shapes)."""
+    full = e2b()
+    text = replace(
+        full.text,
+        vocab_size=16384,
+        layer_types=(S, S, F, S, S, F),
+        num_kv_shared_layers=2,
+        max_position_embeddings=32768,
+    )
+    return replace(full, name="e2b-layers", text=text, vision=BENCH.vision, audio=BENCH.audio)
+
+
 SIZES = {size.name: size for size in (TINY, BENCH)}
-"""The fixed sizes; ``e2b()`` is read from its config when asked for (``size_named``)."""
+"""The fixed sizes; ``e2b()`` and ``e2b_layers()`` are read from E2B's config when asked for
+(``size_named``)."""
+SIZE_NAMES = (*SIZES, "e2b-layers", "e2b")
 
 
 def size_named(name: str) -> CheckpointSize:
-    return e2b() if name == "e2b" else SIZES[name]
+    if name == "e2b":
+        return e2b()
+    return e2b_layers() if name == "e2b-layers" else SIZES[name]

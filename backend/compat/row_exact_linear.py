@@ -122,11 +122,7 @@ def _wrap(layer: Any, loaded_weight: Any) -> None:
     if original is None or weight.dtype not in (torch.bfloat16, torch.float16, torch.float32):
         return
     bias = getattr(layer, "bias", None)
-    k = (
-        weight.shape[1]
-        if weight.ndim == 2 and weight.numel()
-        else getattr(layer, "input_size_per_partition", 0)
-    )
+    k = _inputs(layer, weight, loaded_weight)
     if not k:
         return
     _state["checked"] += 1
@@ -152,6 +148,17 @@ def _wrap(layer: Any, loaded_weight: Any) -> None:
         return torch.ops.gemma_chat.row_exact_linear(x, weight, bias, name)
 
     layer.cpu_linear = cpu_linear  # a whole layer's oneDNN copy is freed with the old function
+
+
+def _inputs(layer: Any, weight: Any, loaded_weight: Any) -> int:
+    """The layer's inner size: from its weight, or the weight it had before vLLM dropped it, or its
+    declared sizes (a ``ReplicatedLinear`` has ``input_size`` only: E2B's per-layer input gates
+    went unchecked when only ``input_size_per_partition`` was read, and a verifying step then
+    changed their bits)."""
+    for tensor in (weight, loaded_weight):
+        if tensor is not None and tensor.ndim == 2 and tensor.numel():
+            return int(tensor.shape[1])
+    return int(getattr(layer, "input_size_per_partition", 0) or getattr(layer, "input_size", 0) or 0)
 
 
 def _kernel() -> Any:

@@ -71,7 +71,12 @@ def cpu_flags() -> set[str]:
 
 
 def usable_here() -> str | None:
-    """None where the kernel can run (x86-64 with AVX512-BF16), else why not."""
+    """None where the kernel can run (x86-64 with AVX512-BF16), else why not; an AVX2 class forced
+    by ``GEMMA_CHAT_FORCE_LINEAR`` has none."""
+    from backend.kernels.env import AVX2_FORCES, FORCE_ENV, forced
+
+    if forced() in AVX2_FORCES:
+        return f"{FORCE_ENV}={forced()}: an AVX2 CPU has no AVX512-BF16"
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return f"the kernel is written for x86-64, this is {platform.machine()}"
     if "avx512_bf16" not in cpu_flags():
