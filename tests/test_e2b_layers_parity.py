@@ -12,6 +12,7 @@ Each prompt runs alone on each path, as a user's turn does, with the shipped con
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -40,6 +41,13 @@ PROMPTS = (
 SETTINGS = EngineSettings(
     dtype="bfloat16", max_model_len=1024, kv_cache_gib=0.5, speculation="ngram", draft_tokens=3
 )
+
+
+LINEAR_LAYERS = 6 * 6 + 2
+"""Every linear layer of the checkpoint: per layer q(kv), o, gate_up, down and the two per-layer
+input layers (a ``ReplicatedLinear`` gate and projection), then the per-layer model projection and
+the logits. Each must be checked: an unchecked gate changed a verifying step's bits at E2B's size."""
+SUMMARY = re.compile(r"row-exact linears: in use \((\d+) of (\d+) linear layers row-variant(.*)\)")
 
 
 async def _run(profile: EngineProfile, folder: Path, home: Path) -> list[Finished]:
@@ -80,6 +88,11 @@ async def test_e2b_layer_types_keep_the_baselines_tokens_with_drafts_accepted(
     accepted = sum(f.metrics.accepted_tokens or 0 for f in optimized)
     assert accepted > 0, "no draft was accepted: the verifying steps compared nothing"
     results = [compare_tokens(b.token_ids, o.token_ids) for b, o in zip(baseline, optimized, strict=True)]
+    found = SUMMARY.findall((gemma_home / "logs" / "e2b-layers-optimized.log").read_text(errors="replace"))
+    assert found, "the optimized engine's log has no row-exact summary"
+    _variant, checked, rest = found[-1]
+    assert int(checked) == LINEAR_LAYERS, f"{checked} of {LINEAR_LAYERS} linear layers checked"
+    assert "no proof" not in rest, rest
     same = sum(r.identical for r in results)
     print(f"e2b-layers parity: {same}/{len(results)} identical, {accepted} drafts accepted")
     assert all(len(b.token_ids) == TOKENS for b in baseline)

@@ -65,6 +65,10 @@ class CheckpointSize:
     built_in_dtype: bool = False
     """Initialise the weights in ``dtype`` (E2B in float32 would need 20 GB); the small sizes keep
     float32 initialisation then a cast, so their bytes stay what they were."""
+    final_norm_scale: float = 50.0
+    """The final norm's weights are multiplied by this: random weights' logits are near-flat, and
+    a large scale makes them decisive (varied, repeating output); a small one keeps them near-flat,
+    where one different bit changes a token (the strictest parity oracle)."""
 
 
 S, F = "sliding_attention", "full_attention"

@@ -8,7 +8,7 @@ assistant's centroid-masked ones, which score only the tokens of the clusters it
 pick). Same size, seed and centroids, same bytes.
 
 Random weights give nearly flat logits, where greedy argmax is decided by rounding
-noise. The final norm is scaled up (``FINAL_NORM_SCALE``) so the logits are decisive and
+noise. The final norm is scaled up (``CheckpointSize.final_norm_scale``) so the logits are decisive and
 the output varied; the final soft-cap keeps them bounded.
 """
 
@@ -23,7 +23,6 @@ from typing import Any
 from backend.checkpoints.sizes import CheckpointSize, TextShape, size_named
 from backend.checkpoints.tokenizer import NAMED_TOKENS, STOP_TOKEN_IDS, TOKEN_ID, write_tokenizer
 
-FINAL_NORM_SCALE = 50.0
 IMAGE_SOFT_TOKENS = 280  # the processor's default budget; vLLM requires default_output_length == it
 MODEL_DIR, DRAFTER_DIR = "model", "drafter"
 MANIFEST = "gemma-chat-checkpoint.json"
@@ -222,7 +221,7 @@ def make_checkpoint(
         model_config(shape), "Gemma4ForConditionalGeneration", seed, shape.dtype, shape.built_in_dtype
     )
     with torch.no_grad():
-        model.model.language_model.norm.weight.mul_(FINAL_NORM_SCALE)
+        model.model.language_model.norm.weight.mul_(shape.final_norm_scale)
     drafter = _seeded_model(
         drafter_config(shape, centroids),
         "Gemma4AssistantForCausalLM",

@@ -35,9 +35,11 @@ from backend.compat.row_exact_linear import KERNEL_ENV as ROW_EXACT_KERNEL_ENV
 from backend.kernels.env import FORCE_ENV, KERNEL_ENV, THREADS_ENV
 
 GRAPH_KEY = "gemma_chat_graph"
-KEY_VERSION = 2
+KEY_VERSION = 3
 """Bumped when the key's recipe changes, or what a graph bakes in changes meaning, so entries keyed
-the old way are not loaded (2: row-exact layers are called by name, no longer by check order)."""
+the old way are not loaded (2: row-exact layers are called by name, no longer by check order; 3:
+every linear layer is checked — a graph compiled before called E2B's per-layer input gates
+directly — and layers the one-pass kernel computes whole are called through the row-exact op)."""
 GRAPH_REASON = (
     "vLLM's compile cache keyed by what gemma-chat patches into this engine (its GEMMA_CHAT_* "
     "variables, the kernel's build): each path loads only the graph it compiled"
