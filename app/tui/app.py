@@ -19,6 +19,7 @@ from app.tui import palette
 from app.tui.actions.attach import AttachActions
 from app.tui.actions.branch import BranchActions
 from app.tui.actions.chat import ChatActions
+from app.tui.actions.copy import CopyActions
 from app.tui.actions.engines import EngineActions
 from app.tui.actions.quit import QuitActions
 from app.tui.actions.tools import ToolActions
@@ -45,17 +46,18 @@ class GemmaChatApp(
     ChatActions,
     AttachActions,
     ToolActions,
+    CopyActions,
     ReportingApp,
 ):
     """The app's state and its screen; what it does is in its mixins (``app.tui.actions``: turns,
-    engines, quitting, branches, chats, attachments, tools) and what it offers in
+    engines, quitting, branches, chats, attachments, tools, copying) and what it offers in
     ``app.tui.palette``."""
 
     CSS_PATH = Path(__file__).with_name("app.tcss")
     TITLE = "gemma-chat"
     BINDINGS = [
         Binding("escape", "stop", "Stop", id="stop"),
-        Binding("ctrl+c", "stop_or_quit", "Stop/Quit", show=False, priority=True, id="stop_or_quit"),
+        Binding("ctrl+c", "stop_or_quit", "Copy/Stop/Quit", show=False, priority=True, id="stop_or_quit"),
         Binding("f2", "toggle_path", "Path", id="toggle_path"),
         Binding("f3", "compare_next", "Compare", id="compare_next"),
         Binding("ctrl+n", "new_chat", "New chat", id="new_chat"),
