@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import base64
 import os
+import shlex
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -142,31 +145,66 @@ async def test_f5_and_f8_copy_to_both_selections(tmp_path: Path) -> None:
         assert "".join(written).count("\x1b]52;p;") == 2
 
 
-def test_a_mouse_selection_and_ctrl_c_write_osc52_to_the_terminal(tmp_path: Path) -> None:
-    """The done-when of item 4, on a real pty: the app reopens a chat, a mouse drag selects part of
-    its reply, Ctrl+C writes both OSC 52 sequences, the app keeps running; Ctrl+C again quits."""
-    env = {**os.environ, "GEMMA_CHAT_HOME": str(tmp_path), "TERM": "xterm-256color"}
-    env.pop("TMUX", None)  # no local fallback into a tmux the test runs in
-    env.pop("DISPLAY", None), env.pop("WAYLAND_DISPLAY", None)
-    store = ChatStore(tmp_path / "data" / "history.db")
+def reopened_chat(home: Path) -> dict[str, str]:
+    """A history whose last chat holds ``REPLY`` (the app reopens it), and the app's environment:
+    no local clipboard to fall back on, no tmux the test may run in."""
+    store = ChatStore(home / "data" / "history.db")
     chat = Conversation(store)
     chat.add_user("say something")
     chat.add_reply(REPLY, "optimized", None)
     store.close()
-    argv = [sys.executable, "-m", "app.cli", "--server", "http://127.0.0.1:9"]  # nothing listens there
-    term = Terminal(argv, env, cwd=str(ROOT))
+    env = {**os.environ, "GEMMA_CHAT_HOME": str(home), "TERM": "xterm-256color"}
+    for name in ("TMUX", "TMUX_PANE", "DISPLAY", "WAYLAND_DISPLAY"):
+        env.pop(name, None)
+    return env
+
+
+APP = [sys.executable, "-m", "app.cli", "--server", "http://127.0.0.1:9"]  # nothing listens there
+SELECTED = base64.b64encode(b"alpha beta")
+
+
+def select_and_copy(term: Terminal) -> None:
+    term.wait_for("second line here", 60, "the reopened chat")
+    term.pump(1.0)  # the first frames settle
+    x, y = term.find("alpha beta")
+    term.drag((x, y), (x + 9, y))
+    term.press("ctrl+c")
+
+
+def test_a_mouse_selection_and_ctrl_c_write_osc52_to_the_terminal(tmp_path: Path) -> None:
+    """The done-when of item 4, on a real pty: the app reopens a chat, a mouse drag selects part of
+    its reply, Ctrl+C writes both OSC 52 sequences, the app keeps running; Ctrl+C again quits."""
+    term = Terminal(APP, reopened_chat(tmp_path), cwd=str(ROOT))
     try:
-        term.wait_for("second line here", 60, "the reopened chat")
-        term.pump(1.0)  # the first frames settle
-        x, y = term.find("alpha beta")
-        term.drag((x, y), (x + 9, y))
-        term.press("ctrl+c")
-        wanted = base64.b64encode(b"alpha beta").decode()
-        term.wait_for(lambda _: f"\x1b]52;p;{wanted}\x07".encode() in term.received, 20, "OSC 52")
-        assert f"\x1b]52;c;{wanted}\x07".encode() in term.received
+        select_and_copy(term)
+        term.wait_for(lambda _: b"\x1b]52;p;" + SELECTED + b"\x07" in term.received, 20, "OSC 52")
+        assert b"\x1b]52;c;" + SELECTED + b"\x07" in term.received
         term.wait_for("Copied 10 characters", 10, "the notice")
         assert term.child.isalive(), "copying did not quit the app"
         term.press("ctrl+c")
         assert term.wait_exit(30) == 0
     finally:
         term.close()
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_in_tmux_the_selection_reaches_tmux_and_the_outer_terminal(tmp_path: Path) -> None:
+    """The same in tmux (its own server, ``set-clipboard on``): the mouse drag goes through tmux to
+    the app, tmux keeps the copy as a paste buffer and passes OSC 52 on to the terminal outside."""
+    env = reopened_chat(tmp_path)
+    server = f"gemma-chat-test-{os.getpid()}"
+    conf = tmp_path / "tmux.conf"
+    conf.write_text("set -g set-clipboard on\nset -g status off\n")
+    tmux = ["tmux", "-L", server, "-f", str(conf)]
+    term = Terminal([*tmux, "new-session", shlex.join(APP)], env, cwd=str(ROOT))
+    try:
+        select_and_copy(term)
+        term.wait_for(lambda _: SELECTED in term.received, 20, "OSC 52 through tmux")
+        buffers = subprocess.run([*tmux, "list-buffers", "-F", "#{buffer_sample}"], env=env, text=True,
+                                 capture_output=True, check=True).stdout.splitlines()  # fmt: skip
+        assert "alpha beta" in buffers and term.child.isalive()
+        term.press("ctrl+c")
+        assert term.wait_exit(30) == 0
+    finally:
+        term.close()
+        subprocess.run([*tmux, "kill-server"], env=env, capture_output=True, check=False)
