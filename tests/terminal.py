@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -28,6 +29,27 @@ KEYS = {
     "ctrl+q": "\x11",
     "pageup": "\x1b[5~",
 }
+
+
+APP = [sys.executable, "-m", "app.cli", "--server", "http://127.0.0.1:9"]
+"""The chat app with an engine that is never reached (nothing listens there): it starts at once."""
+
+
+def reopened_chat(home: Path, reply: str) -> dict[str, str]:
+    """A history under ``home`` whose last chat ends with ``reply`` (the app reopens it), and the
+    app's environment: no local clipboard to fall back on, no tmux the test may run in."""
+    from backend.chat.conversation import Conversation
+    from backend.chat.store import ChatStore
+
+    store = ChatStore(home / "data" / "history.db")
+    chat = Conversation(store)
+    chat.add_user("say something")
+    chat.add_reply(reply, "optimized", None)
+    store.close()
+    env = {**os.environ, "GEMMA_CHAT_HOME": str(home), "TERM": "xterm-256color"}
+    for name in ("TMUX", "TMUX_PANE", "DISPLAY", "WAYLAND_DISPLAY"):
+        env.pop(name, None)
+    return env
 
 
 class Terminal:

@@ -10,7 +10,6 @@ import os
 import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +17,8 @@ import pytest
 
 from app.tui.clipboard import CopyTarget, copy_locally, local_targets, osc52, osc52_both
 from app.tui.widgets.prompt_input import PromptInput
-from backend.chat.conversation import Conversation
-from backend.chat.store import ChatStore
 from tests.fake_engine import FakeEngine
-from tests.terminal import Terminal
+from tests.terminal import APP, Terminal, reopened_chat
 from tests.tui_pilot import make_app, replies, send, wait_until_streaming
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -145,21 +142,6 @@ async def test_f5_and_f8_copy_to_both_selections(tmp_path: Path) -> None:
         assert "".join(written).count("\x1b]52;p;") == 2
 
 
-def reopened_chat(home: Path) -> dict[str, str]:
-    """A history whose last chat holds ``REPLY`` (the app reopens it), and the app's environment:
-    no local clipboard to fall back on, no tmux the test may run in."""
-    store = ChatStore(home / "data" / "history.db")
-    chat = Conversation(store)
-    chat.add_user("say something")
-    chat.add_reply(REPLY, "optimized", None)
-    store.close()
-    env = {**os.environ, "GEMMA_CHAT_HOME": str(home), "TERM": "xterm-256color"}
-    for name in ("TMUX", "TMUX_PANE", "DISPLAY", "WAYLAND_DISPLAY"):
-        env.pop(name, None)
-    return env
-
-
-APP = [sys.executable, "-m", "app.cli", "--server", "http://127.0.0.1:9"]  # nothing listens there
 SELECTED = base64.b64encode(b"alpha beta")
 
 
@@ -174,7 +156,7 @@ def select_and_copy(term: Terminal) -> None:
 def test_a_mouse_selection_and_ctrl_c_write_osc52_to_the_terminal(tmp_path: Path) -> None:
     """The done-when of item 4, on a real pty: the app reopens a chat, a mouse drag selects part of
     its reply, Ctrl+C writes both OSC 52 sequences, the app keeps running; Ctrl+C again quits."""
-    term = Terminal(APP, reopened_chat(tmp_path), cwd=str(ROOT))
+    term = Terminal(APP, reopened_chat(tmp_path, REPLY), cwd=str(ROOT))
     try:
         select_and_copy(term)
         term.wait_for(lambda _: b"\x1b]52;p;" + SELECTED + b"\x07" in term.received, 20, "OSC 52")
@@ -191,7 +173,7 @@ def test_a_mouse_selection_and_ctrl_c_write_osc52_to_the_terminal(tmp_path: Path
 def test_in_tmux_the_selection_reaches_tmux_and_the_outer_terminal(tmp_path: Path) -> None:
     """The same in tmux (its own server, ``set-clipboard on``): the mouse drag goes through tmux to
     the app, tmux keeps the copy as a paste buffer and passes OSC 52 on to the terminal outside."""
-    env = reopened_chat(tmp_path)
+    env = reopened_chat(tmp_path, REPLY)
     server = f"gemma-chat-test-{os.getpid()}"
     conf = tmp_path / "tmux.conf"
     conf.write_text("set -g set-clipboard on\nset -g status off\n")

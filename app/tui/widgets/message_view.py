@@ -1,4 +1,5 @@
-"""One message: a header, the Markdown body (streamed), and for replies a live figures footer."""
+"""One message: a header, the Markdown body (streamed; code written outside a fence shown as code
+once whole), and for replies a live figures footer."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from textual.widgets import Label, Markdown, Sparkline, Static
 from app.tui.widgets.markdown_stream import ThrottledMarkdownStream
 from app.tui.widgets.thought_block import ThoughtBlock
 from app.tui.widgets.tool_block import ToolBlock
+from backend.chat.code_text import code_as_code
 from backend.engine.metrics import TurnMetrics
 from backend.gemma4.tool_call import ToolCall
 from backend.media.attachment import Attachment
@@ -126,7 +128,9 @@ class MessageView(Vertical):
         yield tools
         yield self.thought
         yield Markdown(
-            terminal_safe(shown(self.text, self.role)), classes="body", parser_factory=chat_markdown
+            terminal_safe(code_as_code(shown(self.text, self.role))),
+            classes="body",
+            parser_factory=chat_markdown,
         )
         if self.role != "user":
             yield Sparkline([], classes="spark")
@@ -185,7 +189,7 @@ class MessageView(Vertical):
         if self._stream is not None:
             await self._stream.stop()
             self._stream = None
-        await self.body.update(terminal_safe(self.text))
+        await self.body.update(terminal_safe(code_as_code(self.text)))
         self.status = status
         if self.role != "user":
             self.query_one(".spark", Sparkline).display = False
@@ -205,7 +209,8 @@ class MessageView(Vertical):
         await self.mount(Static(terminal_safe(message), classes="error", markup=False))
 
     def last_code_block(self) -> str | None:
-        blocks = self.text.split("```")
+        """The last code block as shown: fenced, or code written outside a fence."""
+        blocks = code_as_code(self.text).split("```")
         if len(blocks) < 3:
             return None
         code = blocks[-2] if len(blocks) % 2 == 1 else blocks[-3]
