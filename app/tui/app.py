@@ -15,7 +15,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer
 
-from app.tui import palette
+from app.tui import graphics, palette
 from app.tui.actions.attach import AttachActions
 from app.tui.actions.branch import BranchActions
 from app.tui.actions.chat import ChatActions
@@ -100,6 +100,8 @@ class GemmaChatApp(
         self.mcp = self._mcp_host()
         self.tools = self._tool_runner()
         self.status = StatusBar(id="status")
+        self.graphics = graphics.detect()
+        """How this terminal draws pictures (attachments): Kitty graphics or half-blocks."""
         if settings.keymap:
             self.set_keymap(settings.keymap)
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 from markdown_it import MarkdownIt
 from markdown_it.rules_core import StateCore
 from textual.app import ComposeResult
-from textual.containers import Vertical
+from textual.containers import Horizontal, Vertical
 from textual.widgets import Label, Markdown, Sparkline, Static
 
 from app.tui.widgets.markdown_stream import ThrottledMarkdownStream
+from app.tui.widgets.preview import preview
 from app.tui.widgets.thought_block import ThoughtBlock
 from app.tui.widgets.tool_block import ToolBlock
 from backend.chat.code_text import code_as_code
@@ -52,6 +53,9 @@ def figures_line(metrics: TurnMetrics | None, path: str | None, tool_s: float | 
     return " · ".join(p for p in parts if p)
 
 
+PREVIEW_COLUMNS = 32
+PREVIEW_ROWS = 8
+"""How large an attachment shows in a sent message, in cells at most."""
 SHOWN_CHARS = 20_000
 """A message of yours shows at most this much (a pasted megabyte took the screen minutes to lay
 out); all of it is sent, stored and exported."""
@@ -123,6 +127,9 @@ class MessageView(Vertical):
                 counts[a.kind] = counts.get(a.kind, 0) + 1
                 chips.append(f"[{a.kind.capitalize()} #{counts[a.kind]} {a.detail} · {a.tokens} tok]")
             yield Label(" ".join(chips), classes="attachments", markup=False)
+            previews = [p for a in self.attachments if (p := preview(a, PREVIEW_COLUMNS, PREVIEW_ROWS))]
+            if previews:
+                yield Horizontal(*previews, classes="previews")
         tools = Vertical(*(ToolBlock(record=r) for r in self.tool_records), classes="tools")
         tools.display = bool(self.tool_records)
         yield tools
