@@ -35,7 +35,8 @@ class Picture(Static):
         # the image id is the cells' colour: only where Textual writes colours as they are
         truecolor = self.app.console.color_system == "truecolor"
         if getattr(self.app, "graphics", "halfblocks") == "kitty" and driver is not None and truecolor:
-            across, down = graphics.cells(*self.image.size, self.columns, self.rows)
+            width, height = self.image.size
+            across, down = graphics.cells(width, height, self.columns, self.rows)
             self.image_id = graphics.next_image_id()
             driver.write(graphics.transmit(self.image, self.image_id, across, down))
             self.drawn_with = "kitty"
