@@ -21,7 +21,8 @@ from app.tui import graphics
 from app.tui.widgets.attachment_bar import AttachmentBar
 from app.tui.widgets.message_view import MessageView
 from app.tui.widgets.preview import Picture
-from backend.config.settings import MediaSettings
+from backend.config.settings import MediaSettings, Settings
+from backend.config.settings_env import unknown_variables
 from backend.media.load import load_attachments
 from backend.media.preview import LEVELS, still, waveform
 from tests.media_files import audio_file, video_file
@@ -53,6 +54,7 @@ def test_the_terminal_is_detected_and_tmux_gets_half_blocks() -> None:
     assert graphics.detect({"TERM": "screen", "KITTY_WINDOW_ID": "1"}) == "halfblocks"
     assert graphics.detect({"TERM": "xterm", graphics.OVERRIDE: "kitty"}) == "kitty"
     assert graphics.detect({"TERM": "xterm-kitty", graphics.OVERRIDE: "halfblocks"}) == "halfblocks"
+    assert unknown_variables(Settings, "GEMMA_CHAT_", {graphics.OVERRIDE: "kitty"}) == [], "not refused"
 
 
 def test_kitty_placeholders_name_each_cell_and_the_image_by_colour() -> None:

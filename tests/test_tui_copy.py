@@ -101,6 +101,20 @@ async def test_ctrl_c_copies_a_mouse_selection_and_the_app_keeps_running(tmp_pat
     assert app.return_code == 0 and app._shutting_down
 
 
+async def test_the_terminals_copy_key_copies_to_both_selections_too(tmp_path: Path) -> None:
+    """Super+C (Cmd+C where the terminal passes it on) is Textual's own copy binding: it goes
+    through the same ``copy_to_clipboard``."""
+    app, _ = make_app(tmp_path, lambda p: FakeEngine(p, reply=REPLY, delay_s=0))
+    async with app.run_test(size=(80, 30)) as pilot:
+        await send(app, pilot, "hi")
+        written = spy_on_terminal(app)
+        await select_reply(app, pilot)
+        await pilot.press("super+c")
+        await pilot.pause()
+        assert app.clipboard == "alpha beta gamma delta\nsecond line"
+        assert osc52_both(app.clipboard) in "".join(written)
+
+
 async def test_ctrl_c_copies_the_prompts_selected_text(tmp_path: Path) -> None:
     app, _ = make_app(tmp_path)
     async with app.run_test() as pilot:
