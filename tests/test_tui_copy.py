@@ -6,7 +6,6 @@ or quits; F5 and F8 copy through the same path."""
 from __future__ import annotations
 
 import base64
-import os
 import shlex
 import shutil
 import subprocess
@@ -188,10 +187,9 @@ def test_in_tmux_the_selection_reaches_tmux_and_the_outer_terminal(tmp_path: Pat
     """The same in tmux (its own server, ``set-clipboard on``): the mouse drag goes through tmux to
     the app, tmux keeps the copy as a paste buffer and passes OSC 52 on to the terminal outside."""
     env = reopened_chat(tmp_path, REPLY)
-    server = f"gemma-chat-test-{os.getpid()}"
     conf = tmp_path / "tmux.conf"
     conf.write_text("set -g set-clipboard on\nset -g status off\n")
-    tmux = ["tmux", "-L", server, "-f", str(conf)]
+    tmux = ["tmux", "-S", str(tmp_path / "tmux.sock"), "-f", str(conf)]  # its own server, socket here
     term = Terminal([*tmux, "new-session", shlex.join(APP)], env, cwd=str(ROOT))
     try:
         select_and_copy(term)
