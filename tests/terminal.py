@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -23,10 +24,32 @@ KEYS = {
     "escape": "\x1b",
     "f2": "\x1bOQ",
     "f3": "\x1bOR",
+    "ctrl+c": "\x03",
     "ctrl+n": "\x0e",
     "ctrl+q": "\x11",
     "pageup": "\x1b[5~",
 }
+
+
+APP = [sys.executable, "-m", "app.cli", "--server", "http://127.0.0.1:9"]
+"""The chat app with an engine that is never reached (nothing listens there): it starts at once."""
+
+
+def reopened_chat(home: Path, reply: str) -> dict[str, str]:
+    """A history under ``home`` whose last chat ends with ``reply`` (the app reopens it), and the
+    app's environment: no local clipboard to fall back on, no tmux the test may run in."""
+    from backend.chat.conversation import Conversation
+    from backend.chat.store import ChatStore
+
+    store = ChatStore(home / "data" / "history.db")
+    chat = Conversation(store)
+    chat.add_user("say something")
+    chat.add_reply(reply, "optimized", None)
+    store.close()
+    env = {**os.environ, "GEMMA_CHAT_HOME": str(home), "TERM": "xterm-256color"}
+    for name in ("TMUX", "TMUX_PANE", "DISPLAY", "WAYLAND_DISPLAY"):
+        env.pop(name, None)
+    return env
 
 
 class Terminal:
@@ -40,6 +63,8 @@ class Terminal:
             argv[0], list(argv[1:]), env=env, cwd=cwd, dimensions=(rows, cols), timeout=None
         )
         self._pending: list[bytes] = []
+        self.received = bytearray()
+        """Every byte the program wrote so far, as written (escape sequences the emulator drops)."""
         self._lock = threading.Lock()
         self._reader = threading.Thread(target=self._drain, daemon=True)
         self._reader.start()
@@ -61,6 +86,7 @@ class Terminal:
         with self._lock:
             data, self._pending = b"".join(self._pending), []
         if data:
+            self.received += data
             self.stream.feed(data)
 
     def text(self) -> str:
@@ -99,6 +125,24 @@ class Terminal:
         for key in keys:
             self.child.send(KEYS[key])
             time.sleep(0.3)
+
+    def drag(self, start: tuple[int, int], end: tuple[int, int]) -> None:
+        """Press the left button at ``start`` (column, row from 0), move to ``end``, release there:
+        a mouse selection, sent as SGR mouse reports (what Textual asks the terminal for)."""
+        (x0, y0), (x1, y1) = start, end
+        self.child.send(f"\x1b[<0;{x0 + 1};{y0 + 1}M")
+        time.sleep(0.1)
+        self.child.send(f"\x1b[<32;{x1 + 1};{y1 + 1}M")
+        time.sleep(0.1)
+        self.child.send(f"\x1b[<0;{x1 + 1};{y1 + 1}m")
+        time.sleep(0.3)
+
+    def find(self, text: str) -> tuple[int, int]:
+        """Where ``text`` starts on the screen (column, row from 0)."""
+        for row, line in enumerate(self.screen.display):
+            if text in line:
+                return line.index(text), row
+        raise AssertionError(f"{text!r} is not on the screen:\n{self.text()}")
 
     def wait_exit(self, timeout_s: float) -> int:
         deadline = time.monotonic() + timeout_s

@@ -28,7 +28,9 @@ class _SteadyApp(GemmaChatApp):
 
 def _app(tmp_path: Path) -> GemmaChatApp:
     settings = Settings(data_dir=tmp_path, theme="textual-dark")
-    return _SteadyApp(settings, lambda profile: FakeEngine(profile), "fake-model")
+    app = _SteadyApp(settings, lambda profile: FakeEngine(profile), "fake-model")
+    app.graphics = "halfblocks"  # whatever terminal runs the tests: pictures drawn the same way
+    return app
 
 
 async def _send(pilot: Any, text: str) -> None:

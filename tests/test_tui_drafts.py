@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.tui.screens.drafts import DRAFTED_STYLE, DraftsScreen
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from app.tui.screens.drafts import DRAFTED_STYLE, DraftsScreen, drafts_summary, shaded, without_markers
+from tests.fake_engine import FakeEngine
 from tests.tui_pilot import make_app, replies, send, wait_until
 
 
@@ -32,3 +36,34 @@ async def test_f7_shades_the_tokens_that_came_from_accepted_drafts(tmp_path: Pat
         assert text.plain.startswith(engines["optimized"].decode([0])), "the reply's own token texts"
         await pilot.press("escape")
         await wait_until(pilot, lambda: not isinstance(app.screen, DraftsScreen))
+
+
+async def test_f7_reads_whole_a_long_reply_without_its_markers(tmp_path: Path) -> None:
+    """Issue 65, item 6: the summary wraps at the dialog's width (it was cut at ``… 17 accept``),
+    the end-of-turn token is not shown as ``<turn|>``, and a reply longer than the dialog scrolls."""
+    reply = " ".join(f"word{i}" for i in range(400)) + " <turn|>"
+    app, _ = make_app(tmp_path, lambda p: FakeEngine(p, reply=reply, delay_s=0))
+    async with app.run_test(size=(60, 30)) as pilot:
+        await send(app, pilot, "a long one")
+        await pilot.press("f7")
+        await wait_until(pilot, lambda: isinstance(app.screen, DraftsScreen))
+        screen = app.screen
+        summary = screen.query_one("#drafts-summary", Static)
+        whole = drafts_summary(screen.metrics)
+        assert len(whole) > summary.size.width, "the summary is wider than the dialog: it must wrap"
+        assert summary.size.height > 1
+        shown = " ".join(line.strip() for line in str(summary.render()).splitlines())
+        assert shown == whole, "every word of the summary is on screen"
+        assert "word399" in screen.shaded_text.plain
+        assert "<turn|>" not in screen.shaded_text.plain
+        assert "<turn|>" not in app.export_screenshot()
+        scroll = screen.query_one("#drafts-scroll", VerticalScroll)
+        assert scroll.max_scroll_y > 0 and scroll.scroll_y == 0
+        await pilot.press("end")
+        await wait_until(pilot, lambda: scroll.scroll_y == scroll.max_scroll_y)
+
+
+def test_markers_are_taken_out_of_token_texts() -> None:
+    assert without_markers("<turn|>") == "" and without_markers("<eos>") == ""
+    assert without_markers("  return x") == "  return x"
+    assert shaded(["a", " b", "<turn|>"], [1]).plain == "a b"

@@ -16,10 +16,11 @@ from textual.driver import Driver
 from textual.screen import Screen
 from textual.widgets import Footer
 
-from app.tui import palette, paste_input
+from app.tui import graphics, palette, paste_input
 from app.tui.actions.attach import AttachActions
 from app.tui.actions.branch import BranchActions
 from app.tui.actions.chat import ChatActions
+from app.tui.actions.copy import CopyActions
 from app.tui.actions.earlier import EarlierActions
 from app.tui.actions.engines import EngineActions
 from app.tui.actions.quit import QuitActions
@@ -48,17 +49,18 @@ class GemmaChatApp(
     ChatActions,
     AttachActions,
     ToolActions,
+    CopyActions,
     ReportingApp,
 ):
     """The app's state and its screen; what it does is in its mixins (``app.tui.actions``: turns,
-    engines, quitting, branches, chats, attachments, tools) and what it offers in
+    engines, quitting, branches, chats, attachments, tools, copying) and what it offers in
     ``app.tui.palette``."""
 
     CSS_PATH = Path(__file__).with_name("app.tcss")
     TITLE = "gemma-chat"
     BINDINGS = [
         Binding("escape", "stop", "Stop", id="stop"),
-        Binding("ctrl+c", "stop_or_quit", "Stop/Quit", show=False, priority=True, id="stop_or_quit"),
+        Binding("ctrl+c", "stop_or_quit", "Copy/Stop/Quit", show=False, priority=True, id="stop_or_quit"),
         Binding("f2", "toggle_path", "Path", id="toggle_path"),
         Binding("f3", "compare_next", "Compare", id="compare_next"),
         Binding("ctrl+n", "new_chat", "New chat", id="new_chat"),
@@ -101,6 +103,8 @@ class GemmaChatApp(
         self.mcp = self._mcp_host()
         self.tools = self._tool_runner()
         self.status = StatusBar(id="status")
+        self.graphics = graphics.detect()
+        """How this terminal draws pictures (attachments): Kitty graphics or half-blocks."""
         if settings.keymap:
             self.set_keymap(settings.keymap)
 

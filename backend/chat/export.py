@@ -9,6 +9,7 @@ import time
 from dataclasses import asdict
 from typing import Any
 
+from backend.chat.code_text import code_as_code
 from backend.chat.conversation import Conversation
 from backend.provenance import hardware, package_versions
 from backend.tools.runner import ToolRecord
@@ -35,7 +36,7 @@ def chat_markdown(conversation: Conversation) -> str:
             safe = _DETAILS_TAG.sub(r"&lt;\1", thought)  # a thought's own </details> cannot end the block
             quoted = "\n".join(f"> {line}" if line else ">" for line in safe.splitlines())
             lines += ["<details><summary>thought</summary>", "", quoted, "", "</details>", ""]
-        lines += [turn.text, ""]
+        lines += [code_as_code(turn.text), ""]  # unfenced code keeps its indentation
         if turn.metrics is not None:
             m = turn.metrics
             lines += [f"*{m.summary_line()}*", ""]

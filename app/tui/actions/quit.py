@@ -43,6 +43,7 @@ class QuitHost(Protocol):
     def _save_partial(self, turn: TurnPipeline, reason: str) -> None: ...
     async def shut_down(self, reason: str) -> None: ...
     async def action_stop(self) -> None: ...
+    def copy_selection(self) -> bool: ...
 
 
 class QuitActions:
@@ -55,7 +56,10 @@ class QuitActions:
         await self.shut_down("Ctrl+Q")
 
     async def action_stop_or_quit(self: QuitHost) -> None:
-        """Ctrl+C: stop the reply in progress, or quit when there is none."""
+        """Ctrl+C: copy the selected text where there is some (``CopyActions``); else stop the
+        reply in progress, or quit when there is none."""
+        if self.copy_selection():
+            return
         if self.turn is not None:
             await self.action_stop()
         else:

@@ -2,7 +2,8 @@
 
 The engine's own figures only: each engine step's tokens and how many of them were drafts the
 target accepted (``TurnMetrics.step_tokens``) and its scheduler's per-step counts of drafts
-proposed and accepted (``draft_steps``).
+proposed and accepted (``draft_steps``). The summary wraps at the dialog's width, the reply
+scrolls, and Gemma 4's special tokens (``<turn|>``, ``<eos>``…) are counted but never shown as text.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Label, Static
+from textual.widgets import Static
 
 from backend.engine.metrics import TurnMetrics, accepted_positions
+from backend.gemma4.reply import MARKERS
 
 DRAFTED_STYLE = "black on #8fbc8f"
 """How an accepted draft token is shaded (the target's own tokens stay plain)."""
@@ -37,12 +39,20 @@ def drafts_summary(metrics: TurnMetrics) -> str:
     return " · ".join(part for part in parts if part)
 
 
+def without_markers(piece: str) -> str:
+    """A token's text with Gemma 4's special tokens taken out (the end of the turn decodes to
+    ``<turn|>``: a token the engine counted, not text the model wrote)."""
+    for marker in MARKERS:
+        piece = piece.replace(marker, "")
+    return piece
+
+
 def shaded(pieces: Sequence[str], positions: Sequence[int]) -> Text:
-    """The reply's token texts, those at ``positions`` (accepted drafts) shaded."""
+    """The reply's token texts, those at ``positions`` (accepted drafts) shaded; markers left out."""
     drafted = set(positions)
     text = Text()
     for index, piece in enumerate(pieces):
-        text.append(piece, style=DRAFTED_STYLE if index in drafted else "")
+        text.append(without_markers(piece), style=DRAFTED_STYLE if index in drafted else "")
     return text
 
 
@@ -61,9 +71,9 @@ class DraftsScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
-            yield Label("Accepted drafts in the last reply (shaded) — Esc closes")
-            yield Label(drafts_summary(self.metrics), id="drafts-summary")
-            with VerticalScroll():
+            yield Static("Accepted drafts in the last reply (shaded) — Esc closes")
+            yield Static(drafts_summary(self.metrics), id="drafts-summary", markup=False)
+            with VerticalScroll(id="drafts-scroll"):
                 yield Static(self.shaded_text, id="drafts-text")
 
     def action_close(self) -> None:

@@ -1,16 +1,23 @@
-"""Attachment chips above the message box: ``[Image #1 160x120 · 218 tok ✕]``; click one to remove it."""
+"""Attachment chips above the message box: each attachment as you will send it (a picture, a
+video's first frame, audio's waveform) over ``[Image #1 160x120 · 218 tok ✕]``; click a chip to
+remove it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from textual.app import ComposeResult
-from textual.containers import Horizontal
+from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Button
 
 from app.tui.untrusted import literal
+from app.tui.widgets.preview import preview
 from backend.media.attachment import Attachment
+
+PREVIEW_COLUMNS = 20
+PREVIEW_ROWS = 5
+"""How large an attachment shows above the message box, in cells at most."""
 
 
 def chip_label(attachment: Attachment, number: int) -> str:
@@ -36,8 +43,11 @@ class AttachmentBar(Horizontal):
         chips = []
         for index, attachment in enumerate(attachments):
             counts[attachment.kind] = counts.get(attachment.kind, 0) + 1
-            label = literal(chip_label(attachment, counts[attachment.kind]))
-            chips.append(Button(label, id=f"chip-{index}", classes="chip"))
+            button = Button(
+                literal(chip_label(attachment, counts[attachment.kind])), id=f"chip-{index}", classes="chip"
+            )
+            shown = preview(attachment, PREVIEW_COLUMNS, PREVIEW_ROWS)
+            chips.append(Vertical(*([shown] if shown else []), button, classes="chip-box"))
         await self.mount_all(chips)
         self.display = bool(attachments)
 

@@ -1,17 +1,20 @@
-"""One message: a header, the Markdown body (streamed), and for replies a live figures footer."""
+"""One message: a header, the Markdown body (streamed; code written outside a fence shown as code
+once whole), and for replies a live figures footer."""
 
 from __future__ import annotations
 
 from markdown_it import MarkdownIt
 from markdown_it.rules_core import StateCore
 from textual.app import ComposeResult
-from textual.containers import Vertical
+from textual.containers import Horizontal, Vertical
 from textual.widgets import Label, Markdown, Sparkline, Static
 
 from app.tui.untrusted import literal
 from app.tui.widgets.markdown_stream import ThrottledMarkdownStream
+from app.tui.widgets.preview import preview
 from app.tui.widgets.thought_block import ThoughtBlock
 from app.tui.widgets.tool_block import ToolBlock
+from backend.chat.code_text import code_as_code
 from backend.engine.metrics import TurnMetrics
 from backend.gemma4.tool_call import ToolCall
 from backend.media.attachment import Attachment
@@ -51,6 +54,9 @@ def figures_line(metrics: TurnMetrics | None, path: str | None, tool_s: float | 
     return " · ".join(p for p in parts if p)
 
 
+PREVIEW_COLUMNS = 32
+PREVIEW_ROWS = 8
+"""How large an attachment shows in a sent message, in cells at most."""
 SHOWN_CHARS = 20_000
 """A message of yours shows at most this much (a pasted megabyte took the screen minutes to lay
 out); all of it is sent, stored and exported."""
@@ -122,12 +128,17 @@ class MessageView(Vertical):
                 counts[a.kind] = counts.get(a.kind, 0) + 1
                 chips.append(f"[{a.kind.capitalize()} #{counts[a.kind]} {a.detail} · {a.tokens} tok]")
             yield Label(literal(" ".join(chips)), classes="attachments")
+            previews = [p for a in self.attachments if (p := preview(a, PREVIEW_COLUMNS, PREVIEW_ROWS))]
+            if previews:
+                yield Horizontal(*previews, classes="previews")
         tools = Vertical(*(ToolBlock(record=r) for r in self.tool_records), classes="tools")
         tools.display = bool(self.tool_records)
         yield tools
         yield self.thought
         yield Markdown(
-            terminal_safe(shown(self.text, self.role)), classes="body", parser_factory=chat_markdown
+            terminal_safe(code_as_code(shown(self.text, self.role))),
+            classes="body",
+            parser_factory=chat_markdown,
         )
         if self.role != "user":
             yield Sparkline([], classes="spark")
@@ -186,7 +197,7 @@ class MessageView(Vertical):
         if self._stream is not None:
             await self._stream.stop()
             self._stream = None
-        await self.body.update(terminal_safe(self.text))
+        await self.body.update(terminal_safe(code_as_code(self.text)))
         self.status = status
         if self.role != "user":
             self.query_one(".spark", Sparkline).display = False
@@ -206,7 +217,8 @@ class MessageView(Vertical):
         await self.mount(Static(literal(message), classes="error"))
 
     def last_code_block(self) -> str | None:
-        blocks = self.text.split("```")
+        """The last code block as shown: fenced, or code written outside a fence."""
+        blocks = code_as_code(self.text).split("```")
         if len(blocks) < 3:
             return None
         code = blocks[-2] if len(blocks) % 2 == 1 else blocks[-3]

@@ -1,9 +1,11 @@
-"""An image drawn in the terminal: two pixels per cell (``▀``, top pixel as the colour, bottom as
-the background), the way a tool's image result shows in its timeline block."""
+"""An image drawn in the terminal with half-blocks: two pixels per cell (``▀``, top pixel as the
+colour, bottom as the background), the way a tool's image result shows in its timeline block and
+an attachment where the terminal has no graphics protocol (``app.tui.graphics``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from rich.style import Style
 from rich.text import Text
@@ -20,9 +22,15 @@ def thumbnail(path: str, columns: int = MAX_COLUMNS, rows: int = MAX_ROWS) -> Te
     """``path`` as coloured half-blocks at most ``columns`` x ``rows`` cells, or why it cannot be
     shown. The image is read with the attachment loader (its size limits and checks)."""
     try:
-        rgb = images.load(Path(path), MediaSettings()).payload.copy()
+        rgb = images.load(Path(path), MediaSettings()).payload
     except (AttachmentError, OSError) as error:
         return Text(f"(image not shown: {getattr(error, 'problem', error)})", style="dim")
+    return half_blocks(rgb, columns, rows)
+
+
+def half_blocks(image: Any, columns: int = MAX_COLUMNS, rows: int = MAX_ROWS) -> Text:
+    """``image`` (PIL) as coloured half-blocks at most ``columns`` x ``rows`` cells."""
+    rgb = image.convert("RGB")
     rgb.thumbnail((columns, rows * 2))
     width, height = rgb.size
     pixels = rgb.load()
