@@ -74,6 +74,7 @@ BOGUS = {
     **{name: "banana" for name in switch_rules.FLAGS},
     switch_rules.FORCE_ROW_EXACT: "maybe",
     switch_rules.EARLY_CORE: "later",
+    switch_rules.GRAPHICS: "sixel",
     switch_rules.FORCE_LINEAR: "avx9",
     switch_rules.LINEAR_THREADS: "two",
     switch_rules.LINEAR_MIN_WEIGHTS: "-5",

@@ -34,6 +34,9 @@ SLOW_STEP_MS = "GEMMA_CHAT_SLOW_STEP_MS"
 SPECULATION_DECISION = "GEMMA_CHAT_FORCE_SPECULATION_DECISION"
 SPECULATION_DECISIONS = ("rates", "steps")
 EARLY_CORE = "GEMMA_CHAT_EARLY_CORE"
+GRAPHICS = "GEMMA_CHAT_GRAPHICS"
+GRAPHICS_KINDS = ("kitty", "halfblocks")
+"""How the chat window draws pictures, where the terminal's detection is overridden."""
 FLAGS = (
     "GEMMA_CHAT_NO_PREFILL_DRAFTS",
     "GEMMA_CHAT_ONE_CALL_STEP",
@@ -109,6 +112,11 @@ def speculation_decision() -> str:
     return choice(SPECULATION_DECISION, SPECULATION_DECISIONS)
 
 
+def graphics() -> str:
+    """``kitty`` or ``halfblocks`` where forced, else ``""`` (the terminal is detected)."""
+    return choice(GRAPHICS, GRAPHICS_KINDS)
+
+
 def early_core() -> bool:
     """Whether the engine core is started early (on unless turned off)."""
     return flag(EARLY_CORE, default=True)
@@ -131,6 +139,7 @@ RULES: dict[str, Callable[[], object]] = {
     SLOW_STEP_MS: slow_step_ms,
     SPECULATION_DECISION: speculation_decision,
     EARLY_CORE: early_core,
+    GRAPHICS: graphics,
     **{name: partial(on, name) for name in FLAGS},
 }
 """Every switch parsed, by name."""
