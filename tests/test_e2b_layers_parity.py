@@ -43,10 +43,12 @@ SETTINGS = EngineSettings(
 )
 
 
-LINEAR_LAYERS = 6 * 6 + 2
-"""Every linear layer of the checkpoint: per layer q(kv), o, gate_up, down and the two per-layer
-input layers (a ``ReplicatedLinear`` gate and projection), then the per-layer model projection and
-the logits. Each must be checked: an unchecked gate changed a verifying step's bits at E2B's size."""
+LINEAR_LAYERS = 79
+"""Every linear layer the optimized engine loads for this checkpoint: 38 in the text model (per layer
+q(kv), o, gate_up, down and the two per-layer input layers — a ``ReplicatedLinear`` gate and
+projection — then the per-layer model projection and the logits) and 41 in its vision and audio
+towers. Each must be checked: the 6 gates and 6 projections went unchecked before (67 of 79), and
+an unchecked gate changed a verifying step's bits at E2B's size."""
 SUMMARY = re.compile(r"row-exact linears: in use \((\d+) of (\d+) linear layers row-variant(.*)\)")
 
 

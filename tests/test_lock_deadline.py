@@ -43,7 +43,7 @@ def test_a_held_footprints_lock_is_named_with_its_holder_and_not_waited_on_for_e
     holder: tuple[Path, subprocess.Popen[str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     lock_path, process = holder
-    monkeypatch.setattr(footprints, "_file", lambda: lock_path.parent / footprints.FILE_NAME)
+    monkeypatch.setattr(footprints, "records_file", lambda: lock_path.parent / footprints.FILE_NAME)
     monkeypatch.setattr(cache_json, "LOCK_WAIT_S", 0.5)
     cache_json.take_notices()
     done = threading.Event()

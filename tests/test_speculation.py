@@ -272,6 +272,7 @@ def test_each_cpu_class_says_what_the_optimized_path_adds() -> None:
     assert cpu_class(["avx2"]) == AVX2 and "linear kernel" in AVX2.adds
     assert cpu_class(["avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"]) == AMX
     assert cpu_class(["avx2", "avx512f", "avx512_bf16"]) == NATIVE_BF16, "AMD EPYC Zen 4"
-    assert "no kernel" in NATIVE_BF16.adds and "no kernel" in AMX.adds and cpu_class([]) == OTHER
+    assert "one-pass kernel" in NATIVE_BF16.adds and "one-pass kernel" in AMX.adds and cpu_class([]) == OTHER
+    assert "row by row" in NATIVE_BF16.adds, "a layer the kernel cannot prove (AMX's) is named"
     lines = describe_classes(["avx2"])
     assert len(lines) == 4 and lines[0].lstrip().startswith("* AVX2") and "*" not in lines[1][:4]
