@@ -107,6 +107,27 @@ def test_a_log_from_an_earlier_start_is_not_this_starts_failure(tmp_path: Path) 
     assert watch.verdict([psutil.Process()]).startswith("said it failed to start")
 
 
+def test_a_retry_after_a_failed_attempt_is_not_stopped_for_that_failure(tmp_path: Path) -> None:
+    """A start that failed on a stale compiled graph is retried (compiling afresh) inside the same
+    watched start: the first attempt's "failed to start" must not stop the retry's new processes."""
+    log = tmp_path / "engine.log"
+    log.write_text("")
+    watch = start_watch.StartWatch.from_now(log)
+    watch.failed_grace_s = 0.0
+    first = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    retry = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        with log.open("a") as more:
+            more.write(f"{start_watch.FAILED_MARK}.\n")
+        assert watch.verdict([psutil.Process(first.pid)]).startswith("said it failed to start")
+        first.kill()
+        assert watch.verdict([psutil.Process(retry.pid)]) == "", "the retry is a new attempt"
+    finally:
+        for process in (first, retry):
+            process.kill()
+            process.wait()
+
+
 def test_a_start_failed_on_a_full_disk_names_the_disk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

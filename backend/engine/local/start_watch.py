@@ -52,6 +52,7 @@ class StartWatch:
     failed_grace_s: float = FAILED_GRACE_S
     stall_s: float = STALL_S
     _failed_at: float | None = None
+    _failed_pids: frozenset[int] = frozenset()
     _progress: tuple[float, int] = (-1.0, -1)
     _progress_at: float = field(default_factory=time.monotonic)
 
@@ -64,8 +65,11 @@ class StartWatch:
         """Why the start should be stopped now ("" while it may go on)."""
         now = time.monotonic()
         log_size = _size(self.log_path)
+        pids = frozenset(process.pid for process in processes)
+        if self._failed_at is not None and pids and not pids & self._failed_pids:
+            self._failed_at = None  # the failed attempt's processes are gone: a new attempt (a retry)
         if self._failed_at is None and processes and FAILED_MARK in self._new_lines(log_size):
-            self._failed_at = now
+            self._failed_at, self._failed_pids = now, pids
         if self._failed_at is not None and now - self._failed_at >= self.failed_grace_s:
             return f"said it failed to start and had not exited {self.failed_grace_s:g} s later"
         progress = (_cpu_seconds(processes), log_size)
