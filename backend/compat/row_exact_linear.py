@@ -182,6 +182,8 @@ def _one_pass(key: tuple[Any, ...], original: Any, weight: Any, bias: Any, k: in
     kernel = _kernel()
     if kernel is None or weight is None or not kernel.eligible(weight, bias):
         return None
+    if key in _proofs and _proofs[key].one_row is None:  # a shape already refused: nothing to pack
+        return None
     packed = kernel.pack(weight)
     if key not in _proofs:
         matmul = functools.partial(original, weight=weight, bias=bias)
