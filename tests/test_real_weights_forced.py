@@ -17,11 +17,23 @@ import pytest
 
 from backend.compat.row_exact_linear import FORCE_ENV as FORCE_ROW_EXACT_ENV
 from backend.engine.paths.profiles import EngineProfile
-from backend.engine.prompt_sets import load_prompt_set
+from backend.engine.prompt_sets import SetPrompt, load_prompt_set
 from backend.kernels.env import FORCE_ENV
 from tests.test_real_weights_parity import _engine, _speculative_differences, _tokens
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(1800)]
+
+
+async def _forced_parity(folder: Path, home: Path, prompts: list[SetPrompt], label: str) -> None:
+    """Both paths eagerly with the forced class in the environment: 64 greedy tokens each, compared."""
+    baseline = await _engine(EngineProfile.baseline(), folder, home, eager=True)
+    try:
+        reference = await _tokens(baseline, prompts, "ref-", 64)
+    finally:
+        await baseline.shutdown()
+    differing, summary = await _speculative_differences(folder, home, prompts, reference, 64, eager=True)
+    print(f"real-weights parity, {label}, {summary}")
+    assert not differing, differing
 
 
 async def test_forced_avx2_class_keeps_parity(
@@ -32,16 +44,7 @@ async def test_forced_avx2_class_keeps_parity(
     AVX2 path is several times slower here."""
     monkeypatch.setenv(FORCE_ENV, "kernel")
     prompts = [p for p in load_prompt_set("real_parity_corpus.json") if p.kind == "chat"][:8]
-    baseline = await _engine(EngineProfile.baseline(), real_weights, gemma_home, eager=True)
-    try:
-        reference = await _tokens(baseline, prompts, "ref-", 64)
-    finally:
-        await baseline.shutdown()
-    differing, summary = await _speculative_differences(
-        real_weights, gemma_home, prompts, reference, 64, eager=True
-    )
-    print(f"real-weights parity, forced AVX2 class, {summary}")
-    assert not differing, differing
+    await _forced_parity(real_weights, gemma_home, prompts, "forced AVX2 class")
 
 
 async def test_forced_row_by_row_fallback_keeps_parity(
@@ -51,13 +54,4 @@ async def test_forced_row_by_row_fallback_keeps_parity(
     matmul alone (what a layer the kernel cannot prove gets): 8 prompts x 64 tokens, eagerly."""
     monkeypatch.setenv(FORCE_ROW_EXACT_ENV, "rows")
     prompts = [p for p in load_prompt_set("real_parity_corpus.json") if p.kind == "chat"][8:16]
-    baseline = await _engine(EngineProfile.baseline(), real_weights, gemma_home, eager=True)
-    try:
-        reference = await _tokens(baseline, prompts, "ref-", 64)
-    finally:
-        await baseline.shutdown()
-    differing, summary = await _speculative_differences(
-        real_weights, gemma_home, prompts, reference, 64, eager=True
-    )
-    print(f"real-weights parity, row by row forced, {summary}")
-    assert not differing, differing
+    await _forced_parity(real_weights, gemma_home, prompts, "row by row forced")

@@ -110,16 +110,20 @@ MIN_WEIGHTS_ENV = "GEMMA_CHAT_CPU_LINEAR_MIN_WEIGHTS"
 """Overrides ``MIN_WEIGHTS`` (tests use it to put a tiny checkpoint's layers through the kernel)."""
 
 
-def eligible(weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
-    """Whether the kernel can compute this layer at all, whatever its size."""
+def plain_bf16_matrix(weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
+    """A loaded 2-D bfloat16 weight on the CPU, without a bias: what gemma-chat's kernels take."""
     return (
         bias is None
         and weight.dtype == torch.bfloat16
         and weight.dim() == 2
         and weight.device.type == "cpu"
         and not weight.is_meta
-        and weight.shape[1] % 16 == 0
     )
+
+
+def eligible(weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
+    """Whether the kernel can compute this layer at all, whatever its size."""
+    return plain_bf16_matrix(weight, bias) and weight.shape[1] % 16 == 0
 
 
 def handles(weight: torch.Tensor, bias: torch.Tensor | None) -> bool:

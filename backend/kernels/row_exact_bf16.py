@@ -119,16 +119,9 @@ def rows(x: torch.Tensor, packed: torch.Tensor, n: int, kblock: int) -> torch.Te
 
 def eligible(weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
     """Whether the kernel can compute this layer at all."""
-    return (
-        bias is None
-        and weight.dtype == torch.bfloat16
-        and weight.dim() == 2
-        and weight.device.type == "cpu"
-        and not weight.is_meta
-        and weight.shape[0] > 0
-        and weight.shape[1] > 0
-        and weight.shape[1] % 2 == 0
-    )
+    from backend.kernels.bf16_linear import plain_bf16_matrix
+
+    return plain_bf16_matrix(weight, bias) and weight.numel() > 0 and weight.shape[1] % 2 == 0
 
 
 MANY_ROWS = (2, 3, 4, 5, 6, 7, 8, 9, 17, 64)

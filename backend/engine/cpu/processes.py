@@ -19,21 +19,24 @@ def spawned(before: set[int]) -> list[psutil.Process]:
     return found
 
 
-def resident_anon_bytes(processes: list[psutil.Process]) -> int:
-    """Their anonymous resident memory (``RssAnon``), with their own children; 0 where unreadable."""
-    from backend.compat.memory_trace import rss_anon_bytes
-
-    total, seen = 0, set()
+def with_children(processes: list[psutil.Process]) -> list[psutil.Process]:
+    """``processes`` and all their children, each once (those whose children are unreadable left out)."""
+    members: dict[int, psutil.Process] = {}
     for process in processes:
         try:
             family = [process, *process.children(recursive=True)]
         except psutil.Error:
             continue
         for member in family:
-            if member.pid not in seen:
-                seen.add(member.pid)
-                total += rss_anon_bytes(member.pid) or 0
-    return total
+            members.setdefault(member.pid, member)
+    return list(members.values())
+
+
+def resident_anon_bytes(processes: list[psutil.Process]) -> int:
+    """Their anonymous resident memory (``RssAnon``), with their own children; 0 where unreadable."""
+    from backend.compat.memory_trace import rss_anon_bytes
+
+    return sum(rss_anon_bytes(member.pid) or 0 for member in with_children(processes))
 
 
 DEAD = "The engine process stopped unexpectedly; restart the engine to continue."

@@ -27,6 +27,8 @@ from typing import TypeVar
 
 import psutil
 
+from backend.engine.cpu.processes import with_children
+
 POLL_S = 1.0
 FAILED_GRACE_S = 15.0
 STALL_S = 600.0
@@ -146,15 +148,8 @@ def _size(path: Path | None) -> int:
 def _cpu_seconds(processes: list[psutil.Process]) -> float:
     """The CPU time the processes and their children have used (what is readable of it)."""
     total = 0.0
-    for process in processes:
-        try:
-            family = [process, *process.children(recursive=True)]
-        except psutil.Error:
-            continue
-        for member in family:
-            try:
-                times = member.cpu_times()
-                total += times.user + times.system
-            except psutil.Error:
-                continue
+    for member in with_children(processes):
+        with contextlib.suppress(psutil.Error):
+            times = member.cpu_times()
+            total += times.user + times.system
     return total
