@@ -1,6 +1,7 @@
-"""The README and docs/: every relative link and #anchor resolves, the README stays short, its
-keys table is the app's bindings, and the configuration they show loads (docs/configuration.md
-showing every setting).
+"""The README and docs/: every relative link and #anchor resolves, the README stays short (its Tests
+section too), its keys table is the app's bindings, the configuration they show loads
+(docs/configuration.md showing every setting), the results log lists its dated files newest first,
+and the architecture page states rules rather than keeping a file tree.
 
 Anchors follow GitHub's rule for a heading's id: the heading's text without its Markdown, lower
 case, every character that is not a letter, digit, space, ``-`` or ``_`` dropped, each space a
@@ -16,8 +17,11 @@ import pytest
 from pydantic import BaseModel
 
 ROOT = Path(__file__).resolve().parent.parent
-README_MAX_LINES = 300
+README_MAX_LINES = 250
 """A newcomer reads the README top to bottom; everything longer belongs under docs/."""
+README_TESTS_MAX_LINES = 6
+"""The README's Tests section: the command, what it runs, where timings live (docs/results/)."""
+RESULTS = ROOT / "docs" / "results"
 
 FENCE = re.compile(r"^\s*(```|~~~)")
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
@@ -28,7 +32,7 @@ CODE_SPAN = re.compile(r"(`+)(.+?)\1")
 
 
 def documents() -> list[Path]:
-    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted(RESULTS.glob("*.md"))]
 
 
 def prose_lines(text: str) -> list[tuple[int, str]]:
@@ -96,7 +100,7 @@ def broken_links(doc: Path, root: Path) -> list[str]:
     return problems
 
 
-@pytest.mark.parametrize("doc", documents(), ids=lambda doc: doc.name)
+@pytest.mark.parametrize("doc", documents(), ids=lambda doc: str(doc.relative_to(ROOT)))
 def test_relative_links_and_anchors_resolve(doc: Path) -> None:
     problems = broken_links(doc, ROOT)
     assert not problems, "broken links:\n" + "\n".join(problems)
@@ -130,6 +134,34 @@ def test_slug_follows_github() -> None:
 def test_readme_is_short() -> None:
     lines = len((ROOT / "README.md").read_text(encoding="utf-8").splitlines())
     assert lines <= README_MAX_LINES, f"README.md has {lines} lines; move detail under docs/"
+
+
+def readme_section(title: str) -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    return text.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_readme_tests_section_is_short() -> None:
+    lines = [line for line in readme_section("Tests").splitlines() if line.strip()]
+    assert len(lines) <= README_TESTS_MAX_LINES, (
+        f"the README's Tests section has {len(lines)} lines; dated wall times belong in docs/results/"
+    )
+    assert "python3 -m tests" in lines[0] and "results/" in "\n".join(lines)
+
+
+def test_results_index_lists_every_dated_file_newest_first() -> None:
+    index = (RESULTS / "README.md").read_text(encoding="utf-8")
+    listed = re.findall(r"^\| \[(\d{4}-\d{2}-\d{2})\]\(\1\.md\) \|", index, re.MULTILINE)
+    dated = sorted((path.stem for path in RESULTS.glob("*.md") if path.stem != "README"), reverse=True)
+    assert dated, "docs/results/ holds no dated file"
+    assert listed == dated, f"the index lists {listed}; docs/results/ holds {dated}, newest first"
+
+
+def test_architecture_page_has_no_file_tree() -> None:
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```[^\n]*\n(.*?)^```", text, re.DOTALL | re.MULTILINE)
+    listed = [line for block in blocks for line in block.splitlines() if re.search(r"\w\.py\b|\w/\s", line)]
+    assert len(listed) <= 3, f"docs/architecture.md keeps a file tree: {listed[:5]}"
 
 
 KEY_NAMES = {"escape": "Esc", "pageup": "PageUp", "pagedown": "PageDown", "enter": "Enter"}
