@@ -301,6 +301,13 @@ def build_parser() -> argparse.ArgumentParser:
         "E2B assistant has (must divide the vocabulary: 512 tiny, 32768 bench; default 0: plain)",
     )
     make.add_argument(
+        "--repeating",
+        action="store_true",
+        help="weights whose greedy reply repeats (each layer's branch scaled down), so prompt-lookup "
+        "drafts are accepted: speculation measured at the size's real step costs (`bench --model OUT "
+        "--speculation ngram`)",
+    )
+    make.add_argument(
         "--real-weights",
         action="store_true",
         help="instead: Gemma 3 270M with its real weights in bfloat16 (no drafter), built from the "

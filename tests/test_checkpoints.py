@@ -126,3 +126,34 @@ def test_chat_template_renders_gemma4_format(
     tokenizer = AutoTokenizer.from_pretrained(tiny.model)
     text = tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True)
     assert text == "<bos>" + expected
+
+
+def test_a_repeating_checkpoint_repeats_and_never_stops(tiny: GeneratedCheckpoint, tmp_path: Path) -> None:
+    """``make-model --repeating``: the same shapes, each layer's branch norms scaled down and the stop
+    tokens' embeddings zero, so greedy decoding repeats itself to the token budget — the reply that
+    prompt-lookup drafts are accepted on. Fails if the scale is not applied (the tiny model's reply
+    then varies) or a stop token can still win."""
+    import torch
+    import transformers
+
+    from backend.checkpoints.sizes import TINY, e2b, repeating
+
+    assert repeating(e2b()).branch_scale == 0.3135  # the share measured at E2B's width
+    shape = repeating(TINY)
+    made = make_checkpoint(tmp_path / "rep", shape)
+    scale = json.loads((made.model.parent / "gemma-chat-checkpoint.json").read_text())["branch_scale"]
+    assert scale == shape.branch_scale < 0.1
+    plain_model = transformers.AutoModelForImageTextToText.from_pretrained(tiny.model).eval()
+    model = transformers.AutoModelForImageTextToText.from_pretrained(made.model).eval()
+    plain = dict(plain_model.model.language_model.named_parameters())
+    for name, weight in model.model.language_model.named_parameters():
+        if ".post_feedforward_layernorm." in name:
+            assert torch.allclose(weight, plain[name] * scale)
+    embed = model.model.language_model.embed_tokens.weight
+    assert not embed[list(STOP_TOKEN_IDS)].any()
+    prompt = torch.tensor([[2, 105, *range(300, 320), 106, 105]])
+    with torch.no_grad():
+        out = model.generate(input_ids=prompt, max_new_tokens=48, do_sample=False)
+    reply = out[0, prompt.shape[1] :].tolist()
+    assert len(reply) == 48 and not set(reply) & set(STOP_TOKEN_IDS)
+    assert len(set(reply[8:])) <= 2, reply  # it settles into a repeat

@@ -30,13 +30,15 @@ def run_make_model(args: argparse.Namespace) -> int:
 
 def _generated(args: argparse.Namespace, out: Path, started: float) -> int:
     from backend.checkpoints import make_checkpoint
+    from backend.checkpoints.sizes import repeating, size_named
     from backend.checkpoints.output_folder import claim, done_filling, start_filling
     from backend.checkpoints.writer import MANIFEST
 
     claim(out, (MANIFEST,))
     start_filling(out)
     try:
-        written = make_checkpoint(out, args.size, args.seed, centroids=args.centroids)
+        size = repeating(size_named(args.size)) if getattr(args, "repeating", False) else size_named(args.size)
+        written = make_checkpoint(out, size, args.seed, centroids=args.centroids)
     except ValueError as error:
         print(f"gemma-chat make-model: {error}")
         return 2
@@ -44,7 +46,7 @@ def _generated(args: argparse.Namespace, out: Path, started: float) -> int:
     size_mb = sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) / 1e6
     centroids = f", drafter with {args.centroids} centroids" if args.centroids else ""
     print(
-        f"wrote {written.model} and {written.drafter} ({size_mb:.1f} MB, size {args.size}, seed {args.seed}"
+        f"wrote {written.model} and {written.drafter} ({size_mb:.1f} MB, size {size.name}, seed {args.seed}"
         f"{centroids}) in {time.monotonic() - started:.1f} s"
     )
     print(f'try it: gemma-chat ask --model {out} "Hello"')

@@ -15,6 +15,7 @@ the output varied; the final soft-cap keeps them bounded.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,10 @@ IMAGE_SOFT_TOKENS = 280  # the processor's default budget; vLLM requires default
 MODEL_DIR, DRAFTER_DIR = "model", "drafter"
 MANIFEST = "gemma-chat-checkpoint.json"
 """Written last, into the folder holding both: what made the checkpoint, and that gemma-chat did."""
+
+
+BRANCH_NORMS = re.compile(r"\.(post_attention_layernorm|post_feedforward_layernorm|post_per_layer_input_norm)\.")
+"""The norms each layer's branch passes through before it joins the residual stream."""
 
 
 @dataclass(frozen=True)
@@ -221,7 +226,14 @@ def make_checkpoint(
         model_config(shape), "Gemma4ForConditionalGeneration", seed, shape.dtype, shape.built_in_dtype
     )
     with torch.no_grad():
-        model.model.language_model.norm.weight.mul_(shape.final_norm_scale)
+        text_model = model.model.language_model
+        text_model.norm.weight.mul_(shape.final_norm_scale)
+        if shape.branch_scale != 1.0:
+            for name, weight in text_model.named_parameters():
+                if BRANCH_NORMS.search(name):
+                    weight.mul_(shape.branch_scale)
+            # a repeating reply runs to its token budget: the stop tokens' (tied) embeddings score 0
+            text_model.embed_tokens.weight[list(STOP_TOKEN_IDS)] = 0
     drafter = _seeded_model(
         drafter_config(shape, centroids),
         "Gemma4AssistantForCausalLM",
@@ -240,6 +252,7 @@ def make_checkpoint(
         "generator": "gemma-chat make-model",
         "size": shape.name,
         "seed": seed,
+        **({"branch_scale": shape.branch_scale} if shape.branch_scale != 1.0 else {}),
         **({"centroids": centroids} if centroids else {}),
     }
     return save_checkpoint(out, model, drafter, tokenizer, manifest)
