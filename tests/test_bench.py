@@ -236,6 +236,21 @@ def test_step_costs_imply_a_speedup_labelled_as_a_prediction() -> None:
     assert "measured by the probe on the demo model" in measured and "A prediction" in measured
     assumed = step_costs_markdown(costs, {}, "the demo model")
     assert assumed.count("| 2 | 125.0 ms |") == 4 and "acceptance lengths assumed" in assumed
+    assert "| 4 |" not in measured.split("Drafts by load")[1], "no step of 4 requests was recorded"
+
+
+def test_drafts_by_load_say_the_acceptance_each_count_must_reach() -> None:
+    from backend.bench.step_costs import StepCosts, load_rows, step_costs_markdown
+
+    assert {1, 2, 5, 4, 8, 6, 10, 16, 32, 40} <= set(load_rows())
+    costs = StepCosts({1: 100.0, 2: 104.0, 4: 110.0, 6: 130.0, 8: 150.0, 16: 300.0, 12: 220.0})
+    assert costs.break_even(2, 1) == pytest.approx(110 / 104)
+    assert costs.break_even(4, 3) == pytest.approx(300 / 110)
+    assert costs.break_even(8, 1) == 2.0 and costs.break_even(8, 2) is None
+    table = step_costs_markdown(costs, {}, "the demo model")
+    assert "| 2 | 104.0 ms | 1.06 | 1.25 | 1.44 | – |" in table
+    assert "| 4 | 110.0 ms | 1.36 | 2.00 | 2.73 | – |" in table
+    assert "| 8 | 150.0 ms | 2.00 | – | – | – |" in table
 
 
 @pytest.mark.engine
@@ -267,7 +282,10 @@ def test_bench_step_costs_alone_on_the_real_engine(gemma_home: Path, tmp_path: P
     assert "| workload | metric |" not in run.stdout, "no workloads were asked for"
     costs = json.loads(report.read_text())["step_costs"]
     medians = costs["median_step_ms_by_rows"]
-    assert set(medians) == {"1", "2", "3", "4", "5"} and all(v > 0 for v in medians.values())
+    from backend.bench.step_costs import load_rows
+
+    assert set(medians) == {str(n) for n in load_rows()} and all(v > 0 for v in medians.values())
+    assert "**Drafts by load**" in run.stdout
     assert all(n >= 4 for n in costs["decode_steps_by_rows"].values())
 
 

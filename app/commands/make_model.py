@@ -30,14 +30,16 @@ def run_make_model(args: argparse.Namespace) -> int:
 
 def _generated(args: argparse.Namespace, out: Path, started: float) -> int:
     from backend.checkpoints import make_checkpoint
-    from backend.checkpoints.sizes import repeating, size_named
     from backend.checkpoints.output_folder import claim, done_filling, start_filling
+    from backend.checkpoints.sizes import repeating, size_named
     from backend.checkpoints.writer import MANIFEST
 
     claim(out, (MANIFEST,))
     start_filling(out)
     try:
-        size = repeating(size_named(args.size)) if getattr(args, "repeating", False) else size_named(args.size)
+        size = size_named(args.size)
+        if getattr(args, "repeating", False):
+            size = repeating(size)
         written = make_checkpoint(out, size, args.seed, centroids=args.centroids)
     except ValueError as error:
         print(f"gemma-chat make-model: {error}")

@@ -27,6 +27,21 @@ from backend.engine.stats import StepRecord
 
 STEP_ROWS = (1, 2, 3, 4, 5)
 """Rows per decode step: 1 (plain) and 1 + k for k = 1..4 drafts."""
+LOAD_LEVELS = (2, 4, 8)
+"""Requests at once for the drafts-by-load table: a step of ``n`` requests each verifying ``k``
+drafts computes ``n x (1 + k)`` rows (``load_rows``)."""
+MAX_DRAFTS = max(STEP_ROWS) - 1
+DRAFT_COUNTS = range(1, MAX_DRAFTS + 1)
+
+
+def load_rows(levels: Sequence[int] = LOAD_LEVELS) -> tuple[int, ...]:
+    """Every step size the table needs: 1 + k, and ``n`` and ``n x (1 + k)`` for each level."""
+    rows = set(STEP_ROWS)
+    for n in levels:
+        rows |= {n, *(n * (1 + k) for k in range(1, MAX_DRAFTS + 1))}
+    return tuple(sorted(rows))
+
+
 STEPS_PER_ROW = 8
 RECORDS_SETTLE_S = 0.2
 
@@ -44,6 +59,12 @@ class StepCosts:
 
     def verifying_ms(self, drafts: int) -> float | None:
         return self.median_ms.get(1 + drafts)
+
+    def break_even(self, requests: int, drafts: int) -> float | None:
+        """The tokens a verifying step must yield per request for ``drafts`` to pay at ``requests``
+        at once: a step of ``requests x (1 + drafts)`` rows over a plain step of ``requests``."""
+        plain, verifying = self.median_ms.get(requests), self.median_ms.get(requests * (1 + drafts))
+        return verifying / plain if plain and verifying else None
 
     def implied_speedup(self, drafts: int, acceptance_length: float) -> float | None:
         """``L x plain / verifying(k)``: a prediction, without the drafter's passes."""
@@ -70,9 +91,13 @@ async def measure_step_costs(
     ``enable_logging_iteration_details`` on: for each count, that many requests at once."""
     medians: dict[int, float] = {}
     counts: dict[int, int] = {}
-    sampling = SamplingSettings(max_tokens=steps + 2, temperature=0.0, seed=0, ignore_eos=True)
     for count in rows:
         say(f"decode steps of {count} row(s)")
+        # many requests' prompts take several steps to prefill (STEP_WINDOW tokens a step), and
+        # a request decodes from the step its prefill ends: enough tokens that all decode together
+        staggered = -(-count * PROMPT_TOKENS_AT_MOST // STEP_WINDOW)
+        tokens = steps + 2 + staggered
+        sampling = SamplingSettings(max_tokens=tokens, temperature=0.0, seed=0, ignore_eos=True)
         engine.stats.steps.clear()
         requests = [EngineRequest(f"steps-{count}-{i}", prompt, sampling=sampling) for i in range(count)]
         finals = await asyncio.gather(*(_final(engine, r) for r in requests))
@@ -121,7 +146,7 @@ def step_costs_markdown(costs: StepCosts, lengths: dict[int, float], measured_on
         "(prediction) |",
         "| ---: | ---: | ---: | ---: | ---: |",
     ]
-    for drafts in range(1, max(STEP_ROWS)):
+    for drafts in range(1, MAX_DRAFTS + 1):
         verifying = costs.verifying_ms(drafts)
         if verifying is None:
             continue
@@ -143,7 +168,31 @@ def step_costs_markdown(costs: StepCosts, lengths: dict[int, float], measured_on
         "row-exact verification does (on a CPU), and the drafter's own k passes per step are not "
         "included. A prediction, not a measurement of speculation.",
     ]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _by_load_lines(costs)) + "\n"
+
+
+def _by_load_lines(costs: StepCosts) -> list[str]:
+    """Drafts by load from the same steps: the acceptance length each count must reach to pay."""
+    levels = [n for n in LOAD_LEVELS if costs.median_ms.get(n)]
+    if not levels:
+        return []
+    lines = [
+        "",
+        "**Drafts by load** (the same engine, n requests at once; a step verifying k drafts for each "
+        "computes n × (1 + k) rows): the tokens a step must yield per request for k drafts to pay, "
+        "step of n × (1 + k) rows ÷ step of n rows. Drafts pay where the drafter's acceptance "
+        "length is above it.",
+        "",
+        "| requests n | plain step (n rows) | " + " | ".join(f"k = {k}" for k in DRAFT_COUNTS) + " |",
+        "| ---: | ---: | " + " | ".join("---:" for _ in range(MAX_DRAFTS)) + " |",
+    ]
+    for n in levels:
+        cells = []
+        for k in range(1, MAX_DRAFTS + 1):
+            even = costs.break_even(n, k)
+            cells.append(f"{even:.2f}" if even is not None else "–")
+        lines.append(f"| {n} | {costs.median_ms[n]:.1f} ms | " + " | ".join(cells) + " |")
+    return lines
 
 
 STEP_KV_CACHE_GIB = 2
@@ -151,6 +200,8 @@ STEP_WINDOW = 512
 """Context window and tokens per step of the step-cost engine: vLLM's memory profile runs one
 forward over this many tokens, whose logits alone take ``STEP_WINDOW x vocab x 4`` bytes
 (8.6 GB at Gemma 4's 262144-token vocabulary and the usual 8192)."""
+PROMPT_TOKENS_AT_MOST = 64
+"""``STEP_PROMPT`` in the chat template is under this many tokens."""
 STEP_PROMPT = "Explain, step by step, how a hash table handles collisions."
 
 
@@ -210,11 +261,12 @@ async def run_step_costs(source: Any, settings: Any, options: Any, log_dir: Any,
 
         def say(_stage: str) -> None:
             nonlocal done
-            progress("step costs: measuring", done, len(STEP_ROWS))
+            progress("step costs: measuring", done, len(rows))
             done += 1
 
-        costs = await measure_step_costs(engine, prompt, say)
-        progress("step costs: measuring", len(STEP_ROWS), len(STEP_ROWS))
+        rows = load_rows()
+        costs = await measure_step_costs(engine, prompt, say, rows)
+        progress("step costs: measuring", len(rows), len(rows))
         return costs
     finally:
         await engine.shutdown()

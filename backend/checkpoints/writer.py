@@ -30,7 +30,9 @@ MANIFEST = "gemma-chat-checkpoint.json"
 """Written last, into the folder holding both: what made the checkpoint, and that gemma-chat did."""
 
 
-BRANCH_NORMS = re.compile(r"\.(post_attention_layernorm|post_feedforward_layernorm|post_per_layer_input_norm)\.")
+BRANCH_NORMS = re.compile(
+    r"\.(post_attention_layernorm|post_feedforward_layernorm|post_per_layer_input_norm)\."
+)
 """The norms each layer's branch passes through before it joins the residual stream."""
 
 
