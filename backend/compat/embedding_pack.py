@@ -25,11 +25,12 @@ from types import ModuleType
 from typing import Any
 
 from backend.compat.after_import import after_import
+from backend.config import switch_rules
 from backend.config.switch_rules import on
 
 MODULE = "vllm.model_executor.layers.vocab_parallel_embedding"
 LINEAR_MODULE = "vllm.model_executor.layers.utils"
-EAGER_ENV = "GEMMA_CHAT_EAGER_EMBEDDING_PACK"
+EAGER_ENV = switch_rules.EAGER_EMBEDDING_PACK
 PLAIN_BYTES = 512 * 2**20
 """A multiplied table this large is multiplied from itself, not from a packed copy."""
 _PATCHED = "_gemma_chat_lazy_pack"

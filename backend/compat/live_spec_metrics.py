@@ -21,11 +21,12 @@ from typing import Any
 
 from backend.compat.after_import import after_import
 from backend.compat.engine_log import log_once
+from backend.config import switch_rules
 from backend.config.switch_rules import on
 
 SCHEDULER = "vllm.v1.core.sched.scheduler"
 OUTPUT_PROCESSOR = "vllm.v1.engine.output_processor"
-ENV = "GEMMA_CHAT_LIVE_SPEC_METRICS"
+ENV = switch_rules.LIVE_SPEC_METRICS
 _PATCHED = "_gemma_chat_live_spec_metrics"
 _SENT = "_gemma_chat_drafts_sent"
 """On a request: its proposed drafts when its record was last attached."""

@@ -21,10 +21,11 @@ from typing import Any
 
 from backend.compat.after_import import after_import
 from backend.compat.engine_log import log_once
+from backend.config import switch_rules
 from backend.config.switch_rules import on
 
 MODULE = "vllm.v1.worker.gpu_worker"
-ENV = "GEMMA_CHAT_ONE_CALL_STEP"
+ENV = switch_rules.ONE_CALL_STEP
 _PATCHED = "_gemma_chat_one_call_step"
 IN_USE = "gemma-chat one-call step: in use (the worker samples at the end of execute_model)"
 

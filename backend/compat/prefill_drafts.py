@@ -37,11 +37,12 @@ from typing import Any
 
 from backend.compat.after_import import after_import
 from backend.compat.engine_log import log_once
+from backend.config import switch_rules
 from backend.config.switch_rules import on
 
 MODULE = "vllm.v1.worker.gpu_model_runner"
 V2_MODULE = "vllm.v1.worker.gpu.spec_decode.gemma4.speculator"
-ENV = "GEMMA_CHAT_NO_PREFILL_DRAFTS"
+ENV = switch_rules.NO_PREFILL_DRAFTS
 _PATCHED = "_gemma_chat_no_prefill_drafts"
 IN_USE = "gemma-chat no prefill drafts: in use (a step of prefills answers without drafting)"
 NONE_ASKED = "gemma-chat no prefill drafts: a step asking for no drafts runs no drafter"

@@ -25,10 +25,11 @@ from typing import Any
 
 from backend.compat.after_import import after_import
 from backend.compat.engine_log import log_once
+from backend.config import switch_rules
 from backend.config.switch_rules import on
 
 MODULE = "vllm.v1.spec_decode.gemma4"
-ENV = "GEMMA_CHAT_SAMPLED_ROW_DRAFTS"
+ENV = switch_rules.SAMPLED_ROW_DRAFTS
 _PATCHED = "_gemma_chat_sampled_row_drafts"
 _ARMED = "_gemma_chat_sampled_rows"
 IN_USE = "gemma-chat sampled-row drafts: in use (the drafter's first pass computes one row a request)"

@@ -19,10 +19,11 @@ from types import ModuleType
 from typing import Any
 
 from backend.compat.after_import import after_import
+from backend.config import switch_rules
 from backend.config.switch_rules import on
 
 MODULE = "vllm.v1.worker.cpu_model_runner"
-FULL_ENV = "GEMMA_CHAT_FULL_WARMUP"
+FULL_ENV = switch_rules.FULL_WARMUP
 WARM_TOKENS = 16
 _PATCHED = "_gemma_chat_short_warmup"
 

@@ -16,9 +16,10 @@ from types import ModuleType
 from typing import Any
 
 from backend.compat.after_import import after_import
+from backend.config import switch_rules
 from backend.config.switch_rules import slow_step_ms
 
-ENV = "GEMMA_CHAT_SLOW_STEP_MS"
+ENV = switch_rules.SLOW_STEP_MS
 RUNNER_MODULE = "vllm.v1.worker.gpu_model_runner"
 _PATCHED = "_gemma_chat_slow_steps"
 
