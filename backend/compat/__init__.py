@@ -2,7 +2,8 @@
 
 The set-up writes a one-line ``.pth`` file into the environment that calls
 ``install_import_hooks()``, so the fixes also reach vLLM's spawned engine processes.
-Standard library only until a patched module is actually imported.
+Standard library only until a patched module is actually imported. ``patches.PATCHES`` declares
+every patch once (its targets, switch and order); ``wrap.wrap`` is how most replace an attribute.
 
 * ``torchvision_ops``: the package index's CUDA-built torchvision imports beside CPU torch.
 * ``gemma4_audio``: Gemma 4's audio tower runs on vLLM's CPU build.
@@ -32,48 +33,12 @@ Not a hook: ``early_core`` (vLLM's engine-core interpreter started early; ``Vllm
 
 from __future__ import annotations
 
-from backend.compat import (
-    aot_cache_load,
-    centroid_drafts,
-    cpu_linear,
-    draft_schedule,
-    drafter_attention,
-    embedding_pack,
-    forced_linear,
-    gemma4_audio,
-    live_spec_metrics,
-    malloc_trim,
-    memory_trace,
-    one_call_step,
-    prefill_drafts,
-    process_lifetime,
-    row_exact_linear,
-    sampled_row_drafts,
-    short_warmup,
-    slow_steps,
-    torchvision_ops,
-    uni_worker,
-)
+import importlib
+
+from backend.compat.patches import HOOKS
 
 
 def install_import_hooks() -> None:
-    torchvision_ops.install_import_hook()
-    gemma4_audio.install_import_hook()
-    embedding_pack.install_import_hook()
-    forced_linear.install_import_hook()
-    cpu_linear.install_import_hook()
-    row_exact_linear.install_import_hook()
-    one_call_step.install_import_hook()
-    prefill_drafts.install_import_hook()
-    draft_schedule.install_import_hook()
-    sampled_row_drafts.install_import_hook()
-    live_spec_metrics.install_import_hook()
-    centroid_drafts.install_import_hook()
-    drafter_attention.install_import_hook()
-    uni_worker.install_import_hook()
-    aot_cache_load.install_import_hook()
-    process_lifetime.install_import_hook()
-    malloc_trim.install_import_hook()
-    short_warmup.install_import_hook()
-    memory_trace.install_import_hook()
-    slow_steps.install_import_hook()
+    """Each hook of ``patches.PATCHES``, in its order (the order decides which wrapper runs first)."""
+    for patch in HOOKS:
+        importlib.import_module(f"backend.compat.{patch.module}").install_import_hook()
