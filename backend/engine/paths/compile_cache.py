@@ -31,8 +31,8 @@ from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 
-from backend.compat.row_exact_linear import KERNEL_ENV as ROW_EXACT_KERNEL_ENV
 from backend.config import switch_rules
+from backend.config.switch_rules import ROW_EXACT_KERNEL as ROW_EXACT_KERNEL_ENV
 from backend.kernels.env import FORCE_ENV, KERNEL_ENV, THREADS_ENV
 
 GRAPH_KEY = "gemma_chat_graph"
