@@ -125,3 +125,11 @@ def test_a_patch_is_installed_whole_or_not_at_all() -> None:
     with pytest.raises(MissingTarget):
         wrap(module, {"Owner.method": _shouting, "Owner.other": _shouting}, mark="_y", label="pair")
     assert owner.method is Owner.method
+
+
+def test_the_aot_cache_patch_says_when_torch_has_no_class(caplog: pytest.LogCaptureFixture) -> None:
+    from backend.compat import aot_cache_load
+
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        aot_cache_load.patch(_module())
+    assert f"AOT cache load: not installed: fake_vllm_module has no {aot_cache_load.CLASS}" in caplog.text
