@@ -140,12 +140,9 @@ def test_forced_row_exact_takes_rows_for_the_row_by_row_fallback(
 
 
 SWITCH_CONSTANT_FILES = ("backend", "app")
-NOT_PARSED = {
-    "GEMMA_CHAT_CPU_LINEAR",  # a path the app sets in an engine's environment
-    "GEMMA_CHAT_ROW_EXACT_KERNEL",  # the same, for the one-pass kernel
-    "GEMMA_CHAT_SPECULATION_CHOICES",  # a path
-    "GEMMA_CHAT_OWNER",  # a process id the app sets for its children
-}
+NOT_PARSED = {switch.name for switch in switch_rules.SWITCHES if not switch.parsed}
+"""Paths and ids (``switch_rules.text``): the kernels' paths the app sets in an engine's environment,
+the speculation choices' file, the owner's process id, the home and environment folders."""
 
 
 def test_every_switch_a_module_names_has_a_rule() -> None:
@@ -160,3 +157,4 @@ def test_every_switch_a_module_names_has_a_rule() -> None:
                         named.add(value)
     assert named - NOT_PARSED - {"GEMMA_CHAT_"} <= set(switch_rules.RULES), named - set(switch_rules.RULES)
     assert "GEMMA_CHAT_FORCE_ROW_EXACT" in named and "GEMMA_CHAT_EARLY_CORE" in named
+    assert {"GEMMA_CHAT_CPU_LINEAR", "GEMMA_CHAT_ROW_EXACT_KERNEL", "GEMMA_CHAT_OWNER"} <= NOT_PARSED

@@ -28,9 +28,11 @@ from typing import Any, Literal
 from rich.style import Style
 from rich.text import Text
 
+from backend.config import switch_rules
+
 Graphics = Literal["kitty", "halfblocks"]
 KINDS: tuple[Graphics, ...] = ("kitty", "halfblocks")
-OVERRIDE = "GEMMA_CHAT_GRAPHICS"
+OVERRIDE = switch_rules.GRAPHICS
 PLACEHOLDER = "\U0010eeee"
 DIACRITICS = (
     0x0305, 0x030D, 0x030E, 0x0310, 0x0312, 0x033D, 0x033E, 0x033F, 0x0346, 0x034A, 0x034B, 0x034C,

@@ -210,7 +210,7 @@ def verifying_env() -> dict[str, Any]:
     drafts computes its linear layers: with row-exact verification (and its one-pass kernel where
     proven), every request's row as it would alone (``GEMMA_CHAT_ROW_EXACT=all``). Without it the
     table would time a batched matmul that verification never runs."""
-    from backend.compat.row_exact_linear import ENV
+    from backend.config.switch_rules import ROW_EXACT as ENV
     from backend.engine.argument import Argument
     from backend.engine.cpu.env import row_exact_env
     from backend.engine.platform import on_gpu

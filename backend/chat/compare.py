@@ -11,13 +11,13 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from backend.compat.draft_schedule import ENV as DRAFT_SCHEDULE_ENV
-from backend.compat.live_spec_metrics import ENV as LIVE_SPEC_METRICS_ENV
-from backend.compat.one_call_step import ENV as ONE_CALL_STEP_ENV
-from backend.compat.prefill_drafts import ENV as NO_PREFILL_DRAFTS_ENV
-from backend.compat.row_exact_linear import ENV as ROW_EXACT_ENV
-from backend.compat.sampled_row_drafts import ENV as SAMPLED_ROW_DRAFTS_ENV
-from backend.compat.uni_worker import ENV as UNI_WORKER_ENV
+from backend.config.switch_rules import DRAFT_SCHEDULE as DRAFT_SCHEDULE_ENV
+from backend.config.switch_rules import LIVE_SPEC_METRICS as LIVE_SPEC_METRICS_ENV
+from backend.config.switch_rules import NO_PREFILL_DRAFTS as NO_PREFILL_DRAFTS_ENV
+from backend.config.switch_rules import ONE_CALL_STEP as ONE_CALL_STEP_ENV
+from backend.config.switch_rules import ROW_EXACT as ROW_EXACT_ENV
+from backend.config.switch_rules import SAMPLED_ROW_DRAFTS as SAMPLED_ROW_DRAFTS_ENV
+from backend.config.switch_rules import UNI_WORKER as UNI_WORKER_ENV
 from backend.engine.parity import SAME_PATHS, TokenParity
 from backend.engine.paths.compile_cache import GRAPH_KEY
 from backend.engine.protocol import EngineInfo, Finished

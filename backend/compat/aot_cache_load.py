@@ -24,9 +24,11 @@ from types import ModuleType
 from typing import Any
 
 from backend.compat.after_import import after_import
+from backend.compat.wrap import say_missing
 
 MODULE = "torch._dynamo.aot_compile_types"
 _PATCHED = "_gemma_chat_finalize_loading"
+CLASS = "BundledAOTAutogradSerializableCallable"
 
 
 def _already_loaded(self: Any, vllm_config: Any) -> None:
@@ -35,8 +37,11 @@ def _already_loaded(self: Any, vllm_config: Any) -> None:
 
 
 def patch(module: ModuleType) -> None:
-    cls = getattr(module, "BundledAOTAutogradSerializableCallable", None)
-    if cls is None or getattr(cls, _PATCHED, False) or "finalize_loading" in vars(cls):
+    cls = getattr(module, CLASS, None)
+    if cls is None:
+        say_missing("AOT cache load", module, [CLASS])  # optional: skipped, but not in silence
+        return
+    if getattr(cls, _PATCHED, False) or "finalize_loading" in vars(cls):
         return
     cls.finalize_loading = _already_loaded
     setattr(cls, _PATCHED, True)

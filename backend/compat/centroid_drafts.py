@@ -15,6 +15,7 @@ from typing import Any
 
 from backend.compat.after_import import after_import
 from backend.compat.engine_log import log_once
+from backend.compat.wrap import wrap
 
 MODULE = "vllm.v1.spec_decode.gemma4"
 _PATCHED = "_gemma_chat_centroid_drafts"
@@ -25,29 +26,32 @@ def _sparse_drafter(proposer: Any) -> bool:
     return getattr(getattr(proposer, "model", None), "masked_embedding", None) is not None
 
 
-def patch(module: Any) -> None:
-    proposer_class = getattr(module, "Gemma4Proposer", None)
-    if proposer_class is None or getattr(module, _PATCHED, False):
-        return
-    capture = proposer_class._setup_centroids_cuda_graphs
-    greedy = proposer_class._greedy_sample
-
+def _no_capture_off_cuda(capture: Any) -> Any:
     def _setup_centroids_cuda_graphs(self: Any) -> None:
         if getattr(self.device, "type", "cuda") == "cuda":
             capture(self)
         else:
             log_once(IN_USE)
 
+    return _setup_centroids_cuda_graphs
+
+
+def _sparse_greedy(greedy: Any) -> Any:
     def _greedy_sample(self: Any, hidden_states: Any) -> Any:
         if not self._centroids_sizes and _sparse_drafter(self):
             return self.model.get_top_tokens(hidden_states)
         return greedy(self, hidden_states)
 
-    _setup_centroids_cuda_graphs.__wrapped__ = capture  # type: ignore[attr-defined]
-    _greedy_sample.__wrapped__ = greedy  # type: ignore[attr-defined]
-    proposer_class._setup_centroids_cuda_graphs = _setup_centroids_cuda_graphs
-    proposer_class._greedy_sample = _greedy_sample
-    setattr(module, _PATCHED, True)
+    return _greedy_sample
+
+
+def patch(module: Any) -> None:
+    """Optional: a vLLM without the centroid drafter's methods gets a line in its log, no patch."""
+    targets = {
+        "Gemma4Proposer._setup_centroids_cuda_graphs": _no_capture_off_cuda,
+        "Gemma4Proposer._greedy_sample": _sparse_greedy,
+    }
+    wrap(module, targets, mark=_PATCHED, label="centroid drafts", optional=True)
 
 
 def install_import_hook() -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from backend.compat.after_import import after_import
 from backend.compat.engine_log import log
+from backend.compat.wrap import wrap
 from backend.kernels.env import KERNEL_ENV
 
 MODULE = "vllm.model_executor.layers.utils"
@@ -75,18 +76,26 @@ def _replace(layer: Any, path: str) -> None:
         log(f"gemma-chat bf16 linear kernel: in use ({path})")
 
 
+def _with_kernel(path: str) -> Any:
+    def make(original: Any) -> Any:
+        def dispatch_cpu_unquantized_gemm(layer: Any, remove_weight: bool) -> None:
+            original(layer, remove_weight)
+            _replace(layer, path)
+
+        return dispatch_cpu_unquantized_gemm
+
+    return make
+
+
 def patch(module: Any) -> None:
     path = os.environ.get(KERNEL_ENV)
-    if not path or getattr(module, _PATCHED, False):
-        return
-    original = module.dispatch_cpu_unquantized_gemm
-
-    def dispatch_cpu_unquantized_gemm(layer: Any, remove_weight: bool) -> None:
-        original(layer, remove_weight)
-        _replace(layer, path)
-
-    module.dispatch_cpu_unquantized_gemm = dispatch_cpu_unquantized_gemm
-    setattr(module, _PATCHED, True)
+    if path:
+        wrap(
+            module,
+            {"dispatch_cpu_unquantized_gemm": _with_kernel(path)},
+            mark=_PATCHED,
+            label="bf16 linear kernel",
+        )
 
 
 def layers_replaced() -> int:

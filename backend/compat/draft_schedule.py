@@ -27,10 +27,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from backend.compat.after_import import after_import
+from backend.config import switch_rules
 from backend.config.switch_rules import on
 
 MODULE = "vllm.v1.engine.core"
-ENV = "GEMMA_CHAT_DRAFT_SCHEDULE"
+ENV = switch_rules.DRAFT_SCHEDULE
 METHOD = "gemma_chat_set_drafts"
 _PATCHED = "_gemma_chat_draft_schedule"
 

@@ -21,6 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from backend.compat.after_import import after_import
+from backend.compat.wrap import wrap
 
 DRAFTER_CLASSES = {
     "vllm.v1.spec_decode.gemma4": "Gemma4Proposer",
@@ -31,12 +32,7 @@ DRAFTER_CLASSES = {
 _PATCHED = "_gemma_chat_drafter_attention"
 
 
-def patch(module: Any) -> None:
-    drafter_class = getattr(module, DRAFTER_CLASSES.get(module.__name__, ""), None)
-    if drafter_class is None or _PATCHED in vars(drafter_class):
-        return
-    create = drafter_class._create_draft_vllm_config
-
+def _without_per_kind(create: Any) -> Any:
     def _create_draft_vllm_config(self: Any) -> Any:
         config = create(self)
         attention = config.attention_config
@@ -44,9 +40,20 @@ def patch(module: Any) -> None:
             return config
         return replace(config, attention_config=replace(attention, backend_per_kind={}))
 
-    _create_draft_vllm_config.__wrapped__ = create  # type: ignore[attr-defined]
-    drafter_class._create_draft_vllm_config = _create_draft_vllm_config
-    setattr(drafter_class, _PATCHED, True)
+    return _create_draft_vllm_config
+
+
+def patch(module: Any) -> None:
+    """Optional: a vLLM without the drafter class gets a line in its log, no patch."""
+    target = f"{DRAFTER_CLASSES[module.__name__]}._create_draft_vllm_config"
+    wrap(
+        module,
+        {target: _without_per_kind},
+        mark=_PATCHED,
+        label="drafter attention",
+        on_class=True,
+        optional=True,
+    )
 
 
 def install_import_hook() -> None:

@@ -37,9 +37,10 @@ from multiprocessing import popen_spawn_posix, resource_tracker, spawn
 from multiprocessing import util as _util
 from typing import Any
 
+from backend.config import switch_rules
 from backend.config.switch_rules import early_core
 
-VARIABLE = "GEMMA_CHAT_EARLY_CORE"
+VARIABLE = switch_rules.EARLY_CORE
 """Set to 0, false, off or no (any case): spawn vLLM's engine core the usual way (1, true, yes, on:
 early; anything else is refused)."""
 

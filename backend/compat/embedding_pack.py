@@ -25,11 +25,13 @@ from types import ModuleType
 from typing import Any
 
 from backend.compat.after_import import after_import
+from backend.compat.wrap import wrap
+from backend.config import switch_rules
 from backend.config.switch_rules import on
 
 MODULE = "vllm.model_executor.layers.vocab_parallel_embedding"
 LINEAR_MODULE = "vllm.model_executor.layers.utils"
-EAGER_ENV = "GEMMA_CHAT_EAGER_EMBEDDING_PACK"
+EAGER_ENV = switch_rules.EAGER_EMBEDDING_PACK
 PLAIN_BYTES = 512 * 2**20
 """A multiplied table this large is multiplied from itself, not from a packed copy."""
 _PATCHED = "_gemma_chat_lazy_pack"
@@ -61,12 +63,7 @@ def packed(layer: Any) -> bool:
     return not isinstance(getattr(layer, "cpu_linear", None), LazyPack)
 
 
-def patch(module: ModuleType) -> None:
-    cls = module.UnquantizedEmbeddingMethod
-    if getattr(cls, _PATCHED, False) or on(EAGER_ENV):
-        return
-    original = cls.process_weights_after_loading
-
+def _lazy(original: Any) -> Any:
     def process_weights_after_loading(self: Any, layer: Any) -> None:
         from vllm.platforms import current_platform
 
@@ -75,17 +72,16 @@ def patch(module: ModuleType) -> None:
             return
         layer.cpu_linear = LazyPack(layer, lambda target: original(self, target))
 
-    cls.process_weights_after_loading = process_weights_after_loading
-    setattr(cls, _PATCHED, True)
+    return process_weights_after_loading
 
 
-def patch_dispatch(module: ModuleType) -> None:
-    """vLLM's CPU matmul dispatch gives a large embedding table PyTorch's ``linear`` on the table
-    itself (installed before ``row_exact_linear``'s patch, which then checks and wraps that)."""
-    if getattr(module, _PATCHED, False) or on(EAGER_ENV):
-        return
-    original = module.dispatch_cpu_unquantized_gemm
+def patch(module: ModuleType) -> None:
+    if not on(EAGER_ENV):
+        target = "UnquantizedEmbeddingMethod.process_weights_after_loading"
+        wrap(module, {target: _lazy}, mark=_PATCHED, label="embedding pack", on_class=True)
 
+
+def _plain_for_tables(original: Any) -> Any:
     def dispatch_cpu_unquantized_gemm(layer: Any, remove_weight: bool) -> None:
         weight: Any = getattr(layer, "weight", None)
         table = getattr(layer, _TABLE, False) and weight is not None and weight.ndim == 2
@@ -96,8 +92,19 @@ def patch_dispatch(module: ModuleType) -> None:
             return
         original(layer, remove_weight)
 
-    setattr(module, "dispatch_cpu_unquantized_gemm", dispatch_cpu_unquantized_gemm)  # noqa: B010
-    setattr(module, _PATCHED, True)
+    return dispatch_cpu_unquantized_gemm
+
+
+def patch_dispatch(module: ModuleType) -> None:
+    """vLLM's CPU matmul dispatch gives a large embedding table PyTorch's ``linear`` on the table
+    itself (installed before ``row_exact_linear``'s patch, which then checks and wraps that)."""
+    if not on(EAGER_ENV):
+        wrap(
+            module,
+            {"dispatch_cpu_unquantized_gemm": _plain_for_tables},
+            mark=_PATCHED,
+            label="embedding pack",
+        )
 
 
 def install_import_hook() -> None:

@@ -16,22 +16,21 @@ from types import ModuleType
 from typing import Any
 
 from backend.compat.after_import import after_import
+from backend.compat.wrap import wrap
 
 MODULE = "transformers.models.gemma4.modeling_gemma4"
 _PATCHED = "_gemma_chat_contiguous_input"
 
 
-def patch(module: ModuleType) -> None:
-    cls = module.Gemma4ClippableLinear
-    if getattr(cls, _PATCHED, False):
-        return
-    original = cls.forward
-
+def _contiguous(original: Any) -> Any:
     def forward(self: Any, hidden_states: Any) -> Any:
         return original(self, hidden_states.contiguous())
 
-    cls.forward = forward
-    setattr(cls, _PATCHED, True)
+    return forward
+
+
+def patch(module: ModuleType) -> None:
+    wrap(module, {"Gemma4ClippableLinear.forward": _contiguous}, mark=_PATCHED, label="audio", on_class=True)
 
 
 def install_import_hook() -> None:

@@ -21,12 +21,15 @@ from typing import Any
 
 from backend.compat.after_import import after_import
 from backend.compat.engine_log import log_once
+from backend.compat.wrap import wrap
+from backend.config import switch_rules
 from backend.config.switch_rules import on
 
 SCHEDULER = "vllm.v1.core.sched.scheduler"
 OUTPUT_PROCESSOR = "vllm.v1.engine.output_processor"
-ENV = "GEMMA_CHAT_LIVE_SPEC_METRICS"
+ENV = switch_rules.LIVE_SPEC_METRICS
 _PATCHED = "_gemma_chat_live_spec_metrics"
+LABEL = "live spec metrics"
 _SENT = "_gemma_chat_drafts_sent"
 """On a request: its proposed drafts when its record was last attached."""
 IN_USE = "gemma-chat live spec metrics: in use (each streamed output carries the drafts so far)"
@@ -58,38 +61,33 @@ def attach(outputs: Any, requests: Any) -> int:
     return attached
 
 
-def patch_scheduler(module: Any) -> None:
-    if not on(ENV) or getattr(module, _PATCHED, False):
-        return
-    scheduler_class = module.Scheduler
-    original = scheduler_class.update_from_output
-
+def _attaching(original: Any) -> Any:
     def update_from_output(self: Any, *args: Any, **kwargs: Any) -> Any:
         outputs = original(self, *args, **kwargs)
         if attach(outputs, self.requests):
             log_once(IN_USE)
         return outputs
 
-    update_from_output.__wrapped__ = original  # type: ignore[attr-defined]
-    scheduler_class.update_from_output = update_from_output
-    setattr(module, _PATCHED, True)
+    return update_from_output
 
 
-def patch_output_processor(module: Any) -> None:
-    if getattr(module, _PATCHED, False):
-        return
-    state_class = module.RequestState
-    original = state_class._new_completion_output
+def patch_scheduler(module: Any) -> None:
+    if on(ENV):
+        wrap(module, {"Scheduler.update_from_output": _attaching}, mark=_PATCHED, label=LABEL)
 
+
+def _passing_on(original: Any) -> Any:
     def _new_completion_output(self: Any, *args: Any, **kwargs: Any) -> Any:
         completion = original(self, *args, **kwargs)
         if completion.spec_decode_metrics is None and self.spec_decode_metrics is not None:
             completion.spec_decode_metrics = self.spec_decode_metrics
         return completion
 
-    _new_completion_output.__wrapped__ = original  # type: ignore[attr-defined]
-    state_class._new_completion_output = _new_completion_output
-    setattr(module, _PATCHED, True)
+    return _new_completion_output
+
+
+def patch_output_processor(module: Any) -> None:
+    wrap(module, {"RequestState._new_completion_output": _passing_on}, mark=_PATCHED, label=LABEL)
 
 
 def install_import_hook() -> None:

@@ -24,6 +24,7 @@ from types import ModuleType
 from typing import Any
 
 from backend.compat.after_import import after_import, wrap_own_methods
+from backend.config import switch_rules
 from backend.config.switch_rules import on
 
 RUNNERS = {
@@ -32,7 +33,7 @@ RUNNERS = {
 }
 STAGES = ("load_model", "warming_up_model", "profile_run", "initialize_kv_cache")
 _PATCHED = "_gemma_chat_malloc_trim"
-OFF_ENV = "GEMMA_CHAT_NO_MALLOC_TRIM"
+OFF_ENV = switch_rules.NO_MALLOC_TRIM
 TRIM_TOKENS = 256
 
 

@@ -18,9 +18,10 @@ from typing import Any
 from backend.compat.after_import import after_import, wrap_own_methods
 from backend.compat.engine_log import log
 from backend.compat.malloc_trim import RUNNERS
+from backend.config import switch_rules
 from backend.config.switch_rules import on
 
-ENV = "GEMMA_CHAT_MEMORY_TRACE"
+ENV = switch_rules.MEMORY_TRACE
 STAGES = (
     "load_model",
     "warming_up_model",

@@ -21,10 +21,12 @@ from typing import Any
 
 from backend.compat.after_import import after_import
 from backend.compat.engine_log import log_once
+from backend.compat.wrap import wrap
+from backend.config import switch_rules
 from backend.config.switch_rules import on
 
 MODULE = "vllm.v1.worker.gpu_worker"
-ENV = "GEMMA_CHAT_ONE_CALL_STEP"
+ENV = switch_rules.ONE_CALL_STEP
 _PATCHED = "_gemma_chat_one_call_step"
 IN_USE = "gemma-chat one-call step: in use (the worker samples at the end of execute_model)"
 
@@ -37,12 +39,7 @@ def folds(worker: Any, scheduler_output: Any) -> bool:
     )
 
 
-def patch(module: Any) -> None:
-    if not on(ENV) or getattr(module, _PATCHED, False):
-        return
-    worker_class = module.Worker
-    original = worker_class.execute_model
-
+def _one_call(original: Any) -> Any:
     def execute_model(self: Any, scheduler_output: Any) -> Any:
         output = original(self, scheduler_output)
         if output is not None or not folds(self, scheduler_output):
@@ -50,9 +47,12 @@ def patch(module: Any) -> None:
         log_once(IN_USE)
         return self.sample_tokens(None)
 
-    execute_model.__wrapped__ = original  # type: ignore[attr-defined]
-    worker_class.execute_model = execute_model
-    setattr(module, _PATCHED, True)
+    return execute_model
+
+
+def patch(module: Any) -> None:
+    if on(ENV):
+        wrap(module, {"Worker.execute_model": _one_call}, mark=_PATCHED, label="one-call step")
 
 
 def install_import_hook() -> None:

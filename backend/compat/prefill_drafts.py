@@ -37,12 +37,15 @@ from typing import Any
 
 from backend.compat.after_import import after_import
 from backend.compat.engine_log import log_once
+from backend.compat.wrap import wrap
+from backend.config import switch_rules
 from backend.config.switch_rules import on
 
 MODULE = "vllm.v1.worker.gpu_model_runner"
 V2_MODULE = "vllm.v1.worker.gpu.spec_decode.gemma4.speculator"
-ENV = "GEMMA_CHAT_NO_PREFILL_DRAFTS"
+ENV = switch_rules.NO_PREFILL_DRAFTS
 _PATCHED = "_gemma_chat_no_prefill_drafts"
+LABEL = "no prefill drafts"
 IN_USE = "gemma-chat no prefill drafts: in use (a step of prefills answers without drafting)"
 NONE_ASKED = "gemma-chat no prefill drafts: a step asking for no drafts runs no drafter"
 
@@ -58,12 +61,7 @@ def none_asked(step: Any) -> bool:
     return getattr(step, "num_spec_tokens_to_schedule", None) == 0
 
 
-def patch(module: Any) -> None:
-    if not on(ENV) or getattr(module, _PATCHED, False):
-        return
-    runner_class = module.GPUModelRunner
-    original = runner_class.propose_draft_token_ids
-
+def _no_prefill_drafts(original: Any) -> Any:
     def propose_draft_token_ids(self: Any, scheduler_output: Any, *args: Any, **kwargs: Any) -> Any:
         step = scheduler_output
         if getattr(self, "use_async_scheduling", False):  # V1 on a card: drafts must stay a tensor
@@ -76,9 +74,14 @@ def patch(module: Any) -> None:
             return [[] for _ in self.input_batch.req_ids]
         return original(self, scheduler_output, *args, **kwargs)
 
-    propose_draft_token_ids.__wrapped__ = original  # type: ignore[attr-defined]
-    runner_class.propose_draft_token_ids = propose_draft_token_ids
-    setattr(module, _PATCHED, True)
+    return propose_draft_token_ids
+
+
+def patch(module: Any) -> None:
+    if on(ENV):
+        wrap(
+            module, {"GPUModelRunner.propose_draft_token_ids": _no_prefill_drafts}, mark=_PATCHED, label=LABEL
+        )
 
 
 def skips_v2_drafter(num_speculative_tokens: int | None, kwargs: Mapping[str, Any]) -> bool:
@@ -88,13 +91,7 @@ def skips_v2_drafter(num_speculative_tokens: int | None, kwargs: Mapping[str, An
     return num_speculative_tokens == 0 and not dummy and kwargs.get("dp_sync_state") is None
 
 
-def patch_v2(module: Any) -> None:
-    """Model Runner V2's Gemma 4 drafter: a step asking for no drafts runs none of it."""
-    if not on(ENV) or getattr(module, _PATCHED, False):
-        return
-    speculator_class = module.Gemma4Speculator
-    original = speculator_class.propose
-
+def _no_drafter_for_none(original: Any) -> Any:
     def propose(self: Any, input_batch: Any, *args: Any, **kwargs: Any) -> Any:
         if skips_v2_drafter(kwargs.get("num_speculative_tokens"), kwargs):
             log_once(NONE_ASKED)
@@ -103,9 +100,13 @@ def patch_v2(module: Any) -> None:
             return drafts
         return original(self, input_batch, *args, **kwargs)
 
-    propose.__wrapped__ = original  # type: ignore[attr-defined]
-    speculator_class.propose = propose
-    setattr(module, _PATCHED, True)
+    return propose
+
+
+def patch_v2(module: Any) -> None:
+    """Model Runner V2's Gemma 4 drafter: a step asking for no drafts runs none of it."""
+    if on(ENV):
+        wrap(module, {"Gemma4Speculator.propose": _no_drafter_for_none}, mark=_PATCHED, label=LABEL)
 
 
 def install_import_hook() -> None:

@@ -29,14 +29,15 @@ from typing import Any
 
 from backend.compat.after_import import after_import
 from backend.compat.engine_log import log, log_once
+from backend.config import switch_rules
 from backend.config.switch_rules import ROW_EXACT_MODES, row_exact_mode, row_exact_rows
 
-ENV = "GEMMA_CHAT_ROW_EXACT"
-KERNEL_ENV = "GEMMA_CHAT_ROW_EXACT_KERNEL"
+ENV = switch_rules.ROW_EXACT
+KERNEL_ENV = switch_rules.ROW_EXACT_KERNEL
 """The compiled one-pass kernel (``backend/kernels/row_exact_bf16``); set by the optimized path
 where this CPU has AVX512-BF16 and ``GEMMA_CHAT_FORCE_ROW_EXACT`` does not ask for ``rows``."""
-ROWS_ENV = "GEMMA_CHAT_ROW_EXACT_ROWS"
-FORCE_ENV = "GEMMA_CHAT_FORCE_ROW_EXACT"
+ROWS_ENV = switch_rules.ROW_EXACT_ROWS
+FORCE_ENV = switch_rules.FORCE_ROW_EXACT
 """``off`` in the app's environment: the optimized path verifies without it (diagnosis only)."""
 DEFAULT_ROWS = 9
 """Row counts checked: 2..9 covers one request verifying up to 8 drafts."""

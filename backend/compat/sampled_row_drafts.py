@@ -25,10 +25,12 @@ from typing import Any
 
 from backend.compat.after_import import after_import
 from backend.compat.engine_log import log_once
+from backend.compat.wrap import wrap
+from backend.config import switch_rules
 from backend.config.switch_rules import on
 
 MODULE = "vllm.v1.spec_decode.gemma4"
-ENV = "GEMMA_CHAT_SAMPLED_ROW_DRAFTS"
+ENV = switch_rules.SAMPLED_ROW_DRAFTS
 _PATCHED = "_gemma_chat_sampled_row_drafts"
 _ARMED = "_gemma_chat_sampled_rows"
 IN_USE = "gemma-chat sampled-row drafts: in use (the drafter's first pass computes one row a request)"
@@ -76,13 +78,7 @@ def compact(proposer: Any, rows: Any, attn: Any, rejected: Any) -> tuple[int, An
     return count, proposer.arange[:count], one
 
 
-def patch(module: Any) -> None:
-    if not on(ENV) or getattr(module, _PATCHED, False):
-        return
-    proposer_class = module.Gemma4Proposer
-    original_propose = proposer_class.propose
-    original_first_pass = proposer_class.set_inputs_first_pass
-
+def _sampled_rows(original_propose: Any) -> Any:
     def propose(self: Any, *args: Any, **kwargs: Any) -> Any:
         if args or not applies(self):
             return original_propose(self, *args, **kwargs)
@@ -93,6 +89,10 @@ def patch(module: Any) -> None:
         finally:
             setattr(self, _ARMED, None)
 
+    return propose
+
+
+def _compacted(original_first_pass: Any) -> Any:
     def set_inputs_first_pass(self: Any, *args: Any, **kwargs: Any) -> Any:
         count, rows, attn = original_first_pass(self, *args, **kwargs)
         armed = getattr(self, _ARMED, None)
@@ -100,11 +100,16 @@ def patch(module: Any) -> None:
             return count, rows, attn
         return compact(self, rows, attn, armed[0])
 
-    propose.__wrapped__ = original_propose  # type: ignore[attr-defined]
-    set_inputs_first_pass.__wrapped__ = original_first_pass  # type: ignore[attr-defined]
-    proposer_class.propose = propose
-    proposer_class.set_inputs_first_pass = set_inputs_first_pass
-    setattr(module, _PATCHED, True)
+    return set_inputs_first_pass
+
+
+def patch(module: Any) -> None:
+    if on(ENV):
+        targets = {
+            "Gemma4Proposer.propose": _sampled_rows,
+            "Gemma4Proposer.set_inputs_first_pass": _compacted,
+        }
+        wrap(module, targets, mark=_PATCHED, label="sampled-row drafts")
 
 
 def install_import_hook() -> None:

@@ -19,20 +19,17 @@ from types import ModuleType
 from typing import Any
 
 from backend.compat.after_import import after_import
+from backend.compat.wrap import wrap
+from backend.config import switch_rules
 from backend.config.switch_rules import on
 
 MODULE = "vllm.v1.worker.cpu_model_runner"
-FULL_ENV = "GEMMA_CHAT_FULL_WARMUP"
+FULL_ENV = switch_rules.FULL_WARMUP
 WARM_TOKENS = 16
 _PATCHED = "_gemma_chat_short_warmup"
 
 
-def patch(module: ModuleType) -> None:
-    runner = module.CPUModelRunner
-    if getattr(runner, _PATCHED, False) or on(FULL_ENV):
-        return
-    original = runner.warming_up_model
-
+def _short(original: Any) -> Any:
     @functools.wraps(original)
     def warming_up_model(self: Any) -> None:
         full = self.max_num_tokens
@@ -42,8 +39,18 @@ def patch(module: ModuleType) -> None:
         finally:
             self.max_num_tokens = full
 
-    runner.warming_up_model = warming_up_model
-    setattr(runner, _PATCHED, True)
+    return warming_up_model
+
+
+def patch(module: ModuleType) -> None:
+    if not on(FULL_ENV):
+        wrap(
+            module,
+            {"CPUModelRunner.warming_up_model": _short},
+            mark=_PATCHED,
+            label="short warm-up",
+            on_class=True,
+        )
 
 
 def install_import_hook() -> None:

@@ -16,9 +16,11 @@ from types import ModuleType
 from typing import Any
 
 from backend.compat.after_import import after_import
+from backend.compat.wrap import wrap
+from backend.config import switch_rules
 from backend.config.switch_rules import slow_step_ms
 
-ENV = "GEMMA_CHAT_SLOW_STEP_MS"
+ENV = switch_rules.SLOW_STEP_MS
 RUNNER_MODULE = "vllm.v1.worker.gpu_model_runner"
 _PATCHED = "_gemma_chat_slow_steps"
 
@@ -27,23 +29,25 @@ def step_ms() -> float:
     return slow_step_ms()
 
 
+def _at_least(least: float) -> Any:
+    def slowed(original: Any) -> Any:
+        @functools.wraps(original)
+        def execute_model(self: Any, *args: Any, **kwargs: Any) -> Any:
+            began = time.monotonic()
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                time.sleep(max(0.0, least - (time.monotonic() - began)))
+
+        return execute_model
+
+    return slowed
+
+
 def patch_runner(module: ModuleType) -> None:
     least = step_ms() / 1000.0
-    if not least or getattr(module, _PATCHED, False):
-        return
-    runner = module.GPUModelRunner
-    original = runner.execute_model
-
-    @functools.wraps(original)
-    def execute_model(self: Any, *args: Any, **kwargs: Any) -> Any:
-        began = time.monotonic()
-        try:
-            return original(self, *args, **kwargs)
-        finally:
-            time.sleep(max(0.0, least - (time.monotonic() - began)))
-
-    runner.execute_model = execute_model
-    setattr(module, _PATCHED, True)
+    if least:
+        wrap(module, {"GPUModelRunner.execute_model": _at_least(least)}, mark=_PATCHED, label="slow steps")
 
 
 def install_import_hook() -> None:

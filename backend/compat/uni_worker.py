@@ -35,13 +35,14 @@ from typing import Any
 
 from backend.compat.after_import import after_import
 from backend.compat.engine_log import log
+from backend.config import switch_rules
 from backend.config.switch_rules import on
 
 PLATFORM = "vllm.platforms.cpu"
 LAUNCH = "vllm.utils.numa_utils"
 CORE = "vllm.v1.engine.core"
 EXECUTOR = "vllm.v1.executor.uniproc_executor"
-ENV = "GEMMA_CHAT_UNI_WORKER"
+ENV = switch_rules.UNI_WORKER
 _PATCHED = "_gemma_chat_uni_worker"
 IN_USE = "gemma-chat uni worker: in use (the model worker computes in the engine-core process)"
 

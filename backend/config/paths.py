@@ -9,11 +9,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from backend.config import switch_rules
+
 APP_NAME = "gemma-chat"
 
 
 def _home() -> Path | None:
-    value = os.environ.get("GEMMA_CHAT_HOME")
+    value = os.environ.get(switch_rules.HOME)
     return Path(value).expanduser() if value else None
 
 

@@ -2,9 +2,9 @@
 matches no setting (``GEMMA_CHAT_TOOL__ENABLED``, ``GEMMA_CHAT_MAX_TOKEN``) is refused with the
 variable's name and the setting it was probably meant for, instead of being ignored in silence.
 
-Variables that are not settings but are read elsewhere (``GEMMA_CHAT_HOME``, the engine switches
-below) are listed in ``OTHER_VARIABLES``; a new one must be added there (and a switch's rule to
-``switch_rules``, which parses each value strictly).
+Variables that are not settings (``GEMMA_CHAT_HOME``, the engine switches) are declared in
+``switch_rules.SWITCHES``, each with its kind, default, meaning and rule; ``OTHER_VARIABLES`` is
+their names.
 """
 
 from __future__ import annotations
@@ -15,38 +15,9 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel
 
-OTHER_VARIABLES = frozenset(
-    {
-        "GEMMA_CHAT_HOME",  # backend/config/paths.py
-        "GEMMA_CHAT_GRAPHICS",  # app/tui/graphics.py: kitty or halfblocks, over the detection
-        "GEMMA_CHAT_VENV",  # app/bootstrap.py
-        "GEMMA_CHAT_ENGINE_BUILD",  # app/bootstrap.py
-        "GEMMA_CHAT_CPU_LINEAR",  # backend/kernels/env.py
-        "GEMMA_CHAT_CPU_LINEAR_THREADS",
-        "GEMMA_CHAT_CPU_LINEAR_MIN_WEIGHTS",  # backend/kernels/bf16_linear.py
-        "GEMMA_CHAT_FORCE_LINEAR",  # backend/kernels/env.py: the bfloat16 linear decision, forced
-        "GEMMA_CHAT_NO_PREFILL_DRAFTS",  # backend/compat/*.py
-        "GEMMA_CHAT_ONE_CALL_STEP",
-        "GEMMA_CHAT_SAMPLED_ROW_DRAFTS",
-        "GEMMA_CHAT_UNI_WORKER",
-        "GEMMA_CHAT_ROW_EXACT",  # backend/compat/row_exact_linear.py
-        "GEMMA_CHAT_ROW_EXACT_ROWS",
-        "GEMMA_CHAT_FORCE_ROW_EXACT",
-        "GEMMA_CHAT_EAGER_EMBEDDING_PACK",  # backend/compat/embedding_pack.py
-        "GEMMA_CHAT_MEMORY_TRACE",  # backend/compat/memory_trace.py
-        "GEMMA_CHAT_NO_MALLOC_TRIM",  # backend/compat/malloc_trim.py
-        "GEMMA_CHAT_FULL_WARMUP",  # backend/compat/short_warmup.py
-        "GEMMA_CHAT_SLOW_STEP_MS",  # backend/compat/slow_steps.py (tests)
-        "GEMMA_CHAT_FORCE_HOST_MEMORY_GIB",  # backend/engine/cpu/host_plan.py
-        "GEMMA_CHAT_FORCE_SPECULATION_DECISION",  # backend/engine/speculation/first_start.py
-        "GEMMA_CHAT_TESTS_SERIAL",  # tests/__main__.py
-        "GEMMA_CHAT_OWNER",  # backend/lifetime: the owning process, for watchdogs
-        "GEMMA_CHAT_SPECULATION_CHOICES",  # backend/engine/speculation/kept.py
-        "GEMMA_CHAT_EARLY_CORE",  # backend/compat/early_core.py: 0/false/off/no turn it off
-        "GEMMA_CHAT_LIVE_SPEC_METRICS",  # backend/compat/live_spec_metrics.py
-        "GEMMA_CHAT_DRAFT_SCHEDULE",  # backend/compat/draft_schedule.py
-    }
-)
+from backend.config.switch_rules import SWITCH
+
+OTHER_VARIABLES = frozenset(SWITCH)
 """``GEMMA_CHAT_*`` variables that are read, but are not settings."""
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from backend.config import switch_rules
 from backend.config.switch_rules import linear_min_weights, linear_threads
 from backend.kernels.env import FORCE_ENV, forced
 
@@ -106,7 +107,7 @@ operator's call costs. Through the Python implementation that was 256 x 256 in 2
 (one row 3.9 against 4.7 us, four rows 4.8 against 7.8 us)."""
 
 
-MIN_WEIGHTS_ENV = "GEMMA_CHAT_CPU_LINEAR_MIN_WEIGHTS"
+MIN_WEIGHTS_ENV = switch_rules.LINEAR_MIN_WEIGHTS
 """Overrides ``MIN_WEIGHTS`` (tests use it to put a tiny checkpoint's layers through the kernel)."""
 
 

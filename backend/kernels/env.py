@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
+from backend.config import switch_rules
 from backend.config.switch_rules import LINEAR_FORCES, forced_linear
 
-KERNEL_ENV = "GEMMA_CHAT_CPU_LINEAR"
+KERNEL_ENV = switch_rules.CPU_LINEAR
 """The compiled bfloat16 linear kernel's path; set only in the optimized engine's environment."""
-THREADS_ENV = "GEMMA_CHAT_CPU_LINEAR_THREADS"
+THREADS_ENV = switch_rules.LINEAR_THREADS
 """How many threads the kernel computes on."""
-FORCE_ENV = "GEMMA_CHAT_FORCE_LINEAR"
+FORCE_ENV = switch_rules.FORCE_LINEAR
 """Forces the bfloat16 linear decision whatever the CPU (tests, and users checking another CPU
 class's path): ``kernel`` (act as an AVX2 CPU without native bfloat16 and use the kernel),
 ``torch`` (the same CPU, without the kernel) or ``onednn`` (no kernel, as on a native-bfloat16 CPU)."""

@@ -21,7 +21,9 @@ import signal
 import threading
 import time
 
-OWNER_VARIABLE = "GEMMA_CHAT_OWNER"
+from backend.config import switch_rules
+
+OWNER_VARIABLE = switch_rules.OWNER
 GRACE_S = 10.0
 """After SIGTERM, how long the process gets to shut down before it is killed."""
 

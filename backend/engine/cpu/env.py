@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import os
 
-from backend.compat.draft_schedule import ENV as DRAFT_SCHEDULE_ENV
-from backend.compat.one_call_step import ENV as ONE_CALL_STEP_ENV
-from backend.compat.prefill_drafts import ENV as NO_PREFILL_DRAFTS_ENV
-from backend.compat.row_exact_linear import ENV as ROW_EXACT_ENV
-from backend.compat.row_exact_linear import KERNEL_ENV as ROW_EXACT_KERNEL_ENV
-from backend.compat.sampled_row_drafts import ENV as SAMPLED_ROW_DRAFTS_ENV
-from backend.compat.uni_worker import ENV as UNI_WORKER_ENV
 from backend.config.settings import EngineSettings
+from backend.config.switch_rules import DRAFT_SCHEDULE as DRAFT_SCHEDULE_ENV
 from backend.config.switch_rules import FORCE_ROW_EXACT, row_exact_forced_on, row_exact_rows_only
+from backend.config.switch_rules import NO_PREFILL_DRAFTS as NO_PREFILL_DRAFTS_ENV
+from backend.config.switch_rules import ONE_CALL_STEP as ONE_CALL_STEP_ENV
+from backend.config.switch_rules import ROW_EXACT as ROW_EXACT_ENV
+from backend.config.switch_rules import ROW_EXACT_KERNEL as ROW_EXACT_KERNEL_ENV
+from backend.config.switch_rules import SAMPLED_ROW_DRAFTS as SAMPLED_ROW_DRAFTS_ENV
+from backend.config.switch_rules import UNI_WORKER as UNI_WORKER_ENV
 from backend.engine.argument import Argument
 from backend.kernels.env import AVX2_FORCES, FORCE_ENV, forced
 from backend.kernels.env import KERNEL_ENV as CPU_LINEAR_ENV

@@ -24,12 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from backend.config import switch_rules
 from backend.config.switch_rules import host_memory_gib
 from backend.engine.gpu.card import GpuRefused
 from backend.engine.model.footprint import GIB, Size, checkpoint_size
 
 Mode = Literal["side-by-side", "swap"]
-FORCE_ENV = "GEMMA_CHAT_FORCE_HOST_MEMORY_GIB"
+FORCE_ENV = switch_rules.HOST_MEMORY
 RUNTIME_BYTES = int(1.75 * GIB)
 """An engine beyond its weights and KV cache: vLLM and torch loaded (~0.45 GiB), the tied LM head's
 packed copy (0.75 GiB for E2B's 262,144 x 1,536), compiled code and buffers. Measured on an

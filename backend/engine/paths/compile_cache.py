@@ -31,7 +31,8 @@ from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 
-from backend.compat.row_exact_linear import KERNEL_ENV as ROW_EXACT_KERNEL_ENV
+from backend.config import switch_rules
+from backend.config.switch_rules import ROW_EXACT_KERNEL as ROW_EXACT_KERNEL_ENV
 from backend.kernels.env import FORCE_ENV, KERNEL_ENV, THREADS_ENV
 
 GRAPH_KEY = "gemma_chat_graph"
@@ -46,7 +47,7 @@ GRAPH_REASON = (
 )
 OWN_PREFIX = "GEMMA_CHAT_"
 NOT_IN_GRAPH = frozenset({THREADS_ENV})
-PROCESS_VARIABLES = (FORCE_ENV, "GEMMA_CHAT_CPU_LINEAR_MIN_WEIGHTS")
+PROCESS_VARIABLES = (FORCE_ENV, switch_rules.LINEAR_MIN_WEIGHTS)
 """Variables that alter the traced graph when they are set in the app's own environment (the
 engine's processes inherit it): forced decisions and the kernel's layer-size threshold."""
 _LOADED = re.compile(r"Directly load AOT compilation from path (\S+)")

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from backend.compat.draft_schedule import ENV as DRAFT_SCHEDULE_ENV
-from backend.compat.live_spec_metrics import ENV as LIVE_SPEC_METRICS_ENV
-from backend.compat.prefill_drafts import ENV as NO_PREFILL_DRAFTS_ENV
-from backend.compat.uni_worker import ENV as UNI_WORKER_ENV
 from backend.config.settings import EngineSettings
+from backend.config.switch_rules import DRAFT_SCHEDULE as DRAFT_SCHEDULE_ENV
+from backend.config.switch_rules import LIVE_SPEC_METRICS as LIVE_SPEC_METRICS_ENV
+from backend.config.switch_rules import NO_PREFILL_DRAFTS as NO_PREFILL_DRAFTS_ENV
+from backend.config.switch_rules import UNI_WORKER as UNI_WORKER_ENV
 from backend.engine.argument import Argument
 from backend.engine.cpu.env import optimized_cpu_env, speculating_cpu_env
 from backend.engine.cpu.kv_size import cpu_kv_cache, cpu_window

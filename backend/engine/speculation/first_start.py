@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
+from backend.config import switch_rules
 from backend.config.switch_rules import speculation_decision
 from backend.engine.prompt_sets import parity_prompts
 from backend.engine.protocol import EngineInfo, EngineRequest, Finished, SamplingSettings
@@ -239,7 +240,7 @@ def undecided(choice: SpeculationChoice) -> bool:
     return AGAIN in choice.reason
 
 
-DECISION_ENV = "GEMMA_CHAT_FORCE_SPECULATION_DECISION"
+DECISION_ENV = switch_rules.SPECULATION_DECISION
 """``rates`` or ``steps``: the first start decides by timing each count of drafts, or predicts from
 step costs, whatever the model's speed (to test either on any model)."""
 

@@ -10,11 +10,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from backend.config import cache_json, paths
+from backend.config import cache_json, paths, switch_rules
 from backend.engine.speculation.choice import SpeculationChoice
 
 CHOICES_FILE = "speculation-choices.json"
-CHOICES_ENV = "GEMMA_CHAT_SPECULATION_CHOICES"
+CHOICES_ENV = switch_rules.SPECULATION_CHOICES
 """A file to keep choices in instead of the cache folder's (several homes share one measurement:
 the choice is keyed by model and machine anyway)."""
 
