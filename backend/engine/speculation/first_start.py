@@ -14,8 +14,11 @@ probe's (``choose``): the count with the highest median ratio to no drafts, at l
 ``MIN_GAIN``, above 1.0 on every prompt, measured on at least ``MIN_PAIRED`` prompts, and with no
 drafts' tokens on every prompt; else none. The choice is kept, so the next start applies it at
 once (where the budget ended before ``MIN_PAIRED`` prompts were measured nothing is kept: the
-next start measures again); ``profiles --measure`` replaces it with a full probe. No reply waits
-on it but the first start's, and that only once per model and machine.
+next start measures again); ``profiles --measure`` replaces it with a full probe.
+
+When it measures is the caller's (``when_idle``): the app's engine answers at once and measures
+when idle, one short request at a time, a reply preempting it (``Preempted``: the request runs
+again later); ``bench`` and the probes measure here, before they serve; ``ask`` never does.
 """
 
 from __future__ import annotations
@@ -155,8 +158,8 @@ def applied_steps(choice: SpeculationChoice, plan: DraftPlan) -> tuple[tuple[int
 
 
 def measuring_stage(budget_s: float = BUDGET_S) -> str:
-    """The start's stage while it measures the drafts, short enough for the status bar
-    beside the start's clock in a 110-column terminal (the bar drops a detail that does not fit)."""
+    """The start's stage while it measures the drafts before serving (``bench``, the probes; the
+    app measures when idle, and its status bar says ``when_idle.PENDING``)."""
     return f"measuring speculation ≤{budget_s:.0f} s"
 
 
