@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
@@ -166,3 +166,36 @@ def test_the_pending_line_fits_the_status_bar_of_a_110_column_terminal() -> None
     figures = StatusFigures("demo (10M Gemma 4)", "optimized", "ready", detail, 0, 4096, False)
     plain = figures.line(110).replace("[b]", "").replace("[/b]", "")
     assert "engine ready (speculation: measuring when idle)" in plain and len(plain) <= 110, plain
+
+
+async def test_the_app_answers_while_pending_then_says_the_measured_choice(tmp_path: Path) -> None:
+    """The status bar reads the pending line while the engine measures when idle, a message is
+    answered meanwhile, and once the choice is applied the bar names it and a notice says so."""
+    from tests.fake_engine import FakeEngine
+    from tests.tui_pilot import make_app, replies, send, wait_until_streaming
+
+    measured = asyncio.Event()
+    verdict = "MTP ×3, measured 1.79x here (1.60–1.90; first start)"
+
+    @dataclass
+    class MeasuringWhenIdle(FakeEngine):
+        async def start(self, progress=None):  # type: ignore[no-untyped-def]
+            self.info = replace(await super().start(progress), speculation=when_idle.PENDING)
+            return self.info
+
+        async def measured_info(self) -> EngineInfo:
+            await measured.wait()
+            return replace(self.info, speculation=verdict)
+
+    app, _ = make_app(tmp_path, lambda profile: MeasuringWhenIdle(profile))
+    async with app.run_test(size=(120, 30)) as pilot:
+        await wait_until_streaming(pilot, lambda: app.status.engine == "ready")
+        assert app.status.engine_detail == when_idle.PENDING
+        await send(app, pilot, "Hello before the measurement")
+        assert replies(app)[0].text.startswith("Hello"), "answered while the measurement is pending"
+        measured.set()
+        await wait_until_streaming(pilot, lambda: app.status.engine_detail == "MTP ×3, measured 1.79x here")
+        notes = [str(n.message) for n in app._notifications]
+        assert any(f"speculation measured when idle: {verdict}; applied from now on" in n for n in notes), (
+            notes
+        )
