@@ -74,8 +74,11 @@ class Replies:
     def quiet_for(self, seconds: float) -> bool:
         return self.streaming == 0 and time.monotonic() - self.quiet_since >= seconds
 
-    async def begin(self) -> None:
+    def begin(self) -> None:
         self.streaming += 1
+
+    async def take_back(self) -> None:
+        """Every measurement of this event loop that holds an engine yields it."""
         loop = asyncio.get_running_loop()
         for measurement in [m for m in self.measurements if m.loop is loop]:
             await measurement.yield_engine()
@@ -92,9 +95,10 @@ REPLIES = Replies()
 async def reply(events: AsyncIterator[TurnEvent]) -> AsyncIterator[TurnEvent]:
     """A reply's ``events``: a measurement yields the engine before the first; the reply counts
     as streaming until its last (a consumer that stops reading there ends it)."""
-    await REPLIES.begin()
+    REPLIES.begin()
     streaming = True
     try:
+        await REPLIES.take_back()
         async for event in events:
             if streaming and isinstance(event, Finished | Cancelled | Failed):
                 REPLIES.end()
