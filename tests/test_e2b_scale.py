@@ -1,5 +1,7 @@
 """Gemma 4 E2B's scale on a CPU without its 10 GB: the demo model's engine at E2B's step time (300 ms
-a step, ``GEMMA_CHAT_SLOW_STEP_MS``) decides its speculation within the first start's budget, and a
+a step, ``GEMMA_CHAT_SLOW_STEP_MS``) decides its speculation within the first start's budget (measured
+at the start, as ``bench`` does; the app's measurement when idle runs the same ``decide`` under the
+same budget: tests/test_first_start_engine.py), and a
 host whose RAM holds one engine (``GEMMA_CHAT_FORCE_HOST_MEMORY_GIB``) runs ``ask --profile compare``
 one engine at a time. The real E2B-shaped run is a documented command (docs/benchmarks.md)."""
 

@@ -24,7 +24,6 @@ from backend.engine.speculation.first_start import (
     DECISION_ENV,
     DraftPlan,
     decide,
-    measuring_stage,
     settle_drafts,
     with_drafts_settled,
 )
@@ -253,17 +252,6 @@ def test_steps_are_kept_only_where_they_are_certain() -> None:
     assert by_step([1, 1, 3, 2, 4], 6) == ((1, 0), (1, 0), (3, 2), (2, 1), (4, 3)), "no counts: outputs"
     assert by_step([1, 1, 5, 4], 6) is None, "no counts, outputs merged: not certain"
     assert by_step([1, 2], None) is None
-
-
-def test_the_measuring_stage_shows_in_the_status_bar_of_a_110_column_terminal() -> None:
-    """The stage text once did not fit beside the start's clock and the bar dropped it: a user saw
-    `engine starting 17s` and nothing of the measuring."""
-    from app.tui.widgets.status_bar import StatusFigures
-
-    stage = measuring_stage()
-    figures = StatusFigures("demo (10M Gemma 4)", "optimized", "starting 17s", stage, 0, 0, False)
-    plain = figures.line(110).replace("[b]", "").replace("[/b]", "").replace("\\[", "[")
-    assert "engine starting 17s (measuring speculation ≤40 s)" in plain and len(plain) <= 110, plain
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""The optimized CPU path's first start decides its speculation on the real engine (the demo model).
+"""The optimized CPU path's first start answers at once and decides its speculation on the real
+engine when idle (the demo model).
 
 Beside the second lane's speculation probe (tests/test_speculation.py), so the two lanes stay even.
 """
@@ -18,19 +19,21 @@ from backend.engine.model.source import demo_model
 from backend.engine.paths.profiles import EngineProfile, engine_config
 from backend.engine.probe.by_load import load_requests, measure_by_load
 from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
-from backend.engine.speculation import first_start
+from backend.engine.speculation import first_start, when_idle
 from backend.engine.speculation.choice import MIN_PAIRED
 from backend.engine.speculation.kept import CHOICES_ENV, stored_choice
 from backend.gemma4.messages import ChatMessage, PromptRenderer
 
 
 @pytest.mark.engine
-async def test_the_first_start_decides_on_the_real_engine_and_a_warm_start_applies_it(
+async def test_the_first_start_answers_then_decides_when_idle_and_a_warm_start_applies_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The demo's optimized path with nothing kept: its first start measures 0-4 drafts on the
-    engine itself (each count really drafts, every count keeps the tokens), keeps the choice, and
-    the engine answers with it — the same tokens as without drafts; the next start measures nothing."""
+    """The demo's optimized path with nothing kept, as the app starts it (``when_idle``): ready
+    without measuring, it answers the first prompt at once and without drafts; then, idle, it
+    measures 0-4 drafts on the engine itself (each count really drafts, every count keeps the
+    tokens), keeps the choice and answers with it — the same tokens as without drafts; the next
+    start measures nothing."""
     monkeypatch.setenv("GEMMA_CHAT_HOME", str(tmp_path))  # nothing kept for this model here
     monkeypatch.delenv(CHOICES_ENV)  # not the run's shared file: this start must measure
     # The suite's other lane starts engines beside this one: the figures' own soundness check
@@ -42,11 +45,22 @@ async def test_the_first_start_decides_on_the_real_engine_and_a_warm_start_appli
     assert config.drafts is not None
     log = tmp_path / "optimized.log"
     said: list[str] = []
-    engine = VllmEngine(source, config, log_path=log)
+    engine = VllmEngine(source, config, log_path=log, measure=when_idle.WHEN_IDLE)
+    renderer = PromptRenderer.for_model(str(source.path))
+    text = renderer.render([ChatMessage("user", "Write a function that adds two numbers.")]).text
+    sampling = SamplingSettings(max_tokens=48, temperature=0.0, ignore_eos=True)
     try:
         with capture_stderr(log):
-            info = await engine.start(said.append)
-        assert any("measuring speculation" in line for line in said), said
+            started = await engine.start(said.append)
+            assert not any("measuring" in line for line in said), said
+            assert started.speculation == when_idle.PENDING and engine.later is not None
+            first = await _final(engine, EngineRequest("first", text, sampling=sampling))
+            assert not first.metrics.drafted_tokens, "the first answer: no drafts"
+            assert engine.later.requests == 0 and stored_choice(config.drafts.key) is None, (
+                "answered before any measurement"
+            )
+            info = await asyncio.wait_for(engine.measured_info(), 600)
+        assert info is not None and engine.later.requests > 0
         choice = stored_choice(config.drafts.key)
         assert choice is not None and choice.measured_by == "first start", info.speculation
         assert info.speculation == choice.verdict()
@@ -54,10 +68,8 @@ async def test_the_first_start_decides_on_the_real_engine_and_a_warm_start_appli
         for run in choice.runs:
             assert len(run.rates) >= MIN_PAIRED and not run.diverged, run.describe()
             assert (sum(run.histogram) > 0) == (run.drafts > 0), "drafted steps are the engine's own count"
-        renderer = PromptRenderer.for_model(str(source.path))
-        text = renderer.render([ChatMessage("user", "Write a function that adds two numbers.")]).text
-        sampling = SamplingSettings(max_tokens=48, temperature=0.0, ignore_eos=True)
         chosen = await _final(engine, EngineRequest("chosen", text, sampling=sampling))
+        assert chosen.token_ids == first.token_ids, "the measured choice keeps the first answer's tokens"
         await engine.set_drafts(0, config.drafts.up_to)
         plain = await _final(engine, EngineRequest("plain", text, sampling=sampling))
         assert chosen.token_ids == plain.token_ids, "drafts never change a token"
@@ -79,13 +91,16 @@ async def test_the_first_start_decides_on_the_real_engine_and_a_warm_start_appli
         await engine.shutdown()
     said.clear()
     again = VllmEngine(
-        source, engine_config(EngineProfile.optimized(), source, EngineSettings()), log_path=log
+        source,
+        engine_config(EngineProfile.optimized(), source, EngineSettings()),
+        log_path=log,
+        measure=when_idle.WHEN_IDLE,
     )
     try:
         with capture_stderr(log):
             warm = await again.start(said.append)
         assert not any("measuring" in line for line in said), "a warm start measures nothing"
-        assert warm.speculation == info.speculation
+        assert again.later is None and warm.speculation == info.speculation
     finally:
         await again.shutdown()
 

@@ -6,7 +6,9 @@ compare`` the prompt runs on the baseline and then on the optimized path (each d
 call runs once; both paths read the same results), and a last line gives the speed-up (one run,
 labelled so) and the token-parity verdict. Each engine answers one short warm-up request
 (backend.engine.session.warmup) before the prompt, so the figures are a warm engine's. ``--json`` prints
-one document at the end instead.
+one document at the end instead. An optimized CPU engine with no speculation choice kept for this
+model and machine answers without drafts and measures nothing: one prompt would wait for a
+measurement that pays from the next reply on (the app measures when idle; ``profiles --measure``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from backend.engine.reply_events import ReplyDelta
 from backend.engine.session.factory import make_engine, new_log_path, remote_engine, resolve_model, server_for
 from backend.engine.session.swap import ResidentEngine, Swapper, can_sleep, info_before_start
 from backend.engine.session.warmup import warm_up
+from backend.engine.speculation.when_idle import NEVER
 from backend.errors import GemmaChatError
 from backend.gemma4.messages import ChatMessage
 from backend.gemma4.tool_call import ToolCall
@@ -69,7 +72,10 @@ def run_ask(args: argparse.Namespace) -> int:
         ram = host_plan_for(source, settings.engine) if plan is None else None  # the CPU's RAM
         swapping = len(in_process) == 2 and (plan.mode if plan else ram.mode if ram else "") == "swap"
         engines.update(
-            {name: make_engine(settings, source, name, len(in_process), log, plan) for name in in_process}
+            {
+                name: make_engine(settings, source, name, len(in_process), log, plan, NEVER)
+                for name in in_process
+            }
         )
         model_name = source.name
     engines = {name: engines[name] for name in profiles}  # baseline first, as compare runs them

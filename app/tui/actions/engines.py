@@ -10,8 +10,9 @@ from typing import Any, Protocol
 from textual import work
 
 from app.tui.widgets.status_bar import StatusBar
+from backend.engine.protocol import EngineInfo
 from backend.engine.remote.server_http import remote_label
-from backend.engine.session.pool import EnginePool, EngineState
+from backend.engine.session.pool import SETTLED, EnginePool, EngineState
 from backend.engine.session.swap import path_note
 from backend.errors import GemmaChatError
 
@@ -30,6 +31,7 @@ class EngineHost(Protocol):
     def notify(self, message: str, *, severity: str = ..., timeout: float | None = ...) -> None: ...
     def start_engine(self, path: str) -> Any: ...
     def _tick(self) -> None: ...
+    def _speculation_settled(self, profile: str, info: EngineInfo) -> None: ...
 
 
 class EngineActions:
@@ -47,7 +49,9 @@ class EngineActions:
             self._tick()
         if state.stage == "failed":
             self.notify(f"{state.profile} engine: {state.detail}", severity="error", timeout=15)
-        if state.info is not None:
+        if state.info is not None and state.detail == SETTLED:
+            self._speculation_settled(state.profile, state.info)
+        elif state.info is not None:
             self.status.context_window = state.info.max_model_len
             if state.stage == "ready" and state.info.start_note:
                 note = f"{state.profile} engine: {state.info.start_note}"
@@ -55,6 +59,15 @@ class EngineActions:
             if state.stage == "ready" and state.info.engine_args.get("tokenizer_check"):
                 server = state.info.engine_args.get("server")
                 self.notify(f"{server} has no /tokenize: the check that it serves this model was skipped.")
+
+    def _speculation_settled(self: EngineHost, profile: str, info: EngineInfo) -> None:
+        """The engine's speculation, measured when idle, is applied from the next reply on: said once."""
+        if info.speculation:
+            self.notify(
+                f"{profile} engine: speculation measured when idle: {info.speculation}; applied from now on."
+            )
+        elif info.start_note:
+            self.notify(f"{profile} engine: {info.start_note}", severity="warning", timeout=15)
 
     def _tick(self: EngineHost) -> None:
         state = self.pool.state(self.path)

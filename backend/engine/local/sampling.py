@@ -1,4 +1,4 @@
-"""vLLM's sampling parameters for an ``EngineRequest`` (imported from vLLM when first asked)."""
+"""vLLM's prompt and sampling parameters for an ``EngineRequest`` (imported from vLLM when first asked)."""
 
 from __future__ import annotations
 
@@ -28,3 +28,13 @@ def sampling_params(request: EngineRequest) -> Any:
         output_kind=RequestOutputKind.FINAL_ONLY if request.final_only else RequestOutputKind.DELTA,
         extra_args=dict(request.extra_args) or None,
     )
+
+
+def vllm_prompt(request: EngineRequest) -> dict[str, Any]:
+    """vLLM's prompt for a request: its text, with its media and their processor's arguments."""
+    prompt: dict[str, Any] = {"prompt": request.prompt}
+    if request.multi_modal_data:
+        prompt["multi_modal_data"] = request.multi_modal_data
+    if request.mm_processor_kwargs:
+        prompt["mm_processor_kwargs"] = request.mm_processor_kwargs
+    return prompt

@@ -25,7 +25,7 @@ from backend.engine import env as vllm_env
 from backend.engine.cpu import footprints, processes
 from backend.engine.local import start_env
 from backend.engine.local.log import diagnose, tail
-from backend.engine.local.sampling import sampling_params
+from backend.engine.local.sampling import sampling_params, vllm_prompt
 from backend.engine.local.start_watch import end_all, watched
 from backend.engine.metrics import MetricsTracker
 from backend.engine.model.source import ModelSource
@@ -44,7 +44,7 @@ from backend.engine.protocol import (
     Started,
     TurnEvent,
 )
-from backend.engine.speculation.first_start import with_drafts_settled
+from backend.engine.speculation import when_idle
 from backend.engine.speculation.reply_check import ReplyCheck
 from backend.engine.stats import EngineStats, stat_logger_factory
 from backend.errors import EngineDied, EngineStartFailed, GemmaChatError
@@ -57,21 +57,26 @@ T = TypeVar("T")
 
 
 class VllmEngine:
-    """One engine path (one ``EngineConfig``) on one model."""
+    """One engine path (one ``EngineConfig``) on one model; with no speculation choice kept for it,
+    it measures one ``measure`` (at its start, when idle, or never: ``when_idle``)."""
 
-    def __init__(self, source: ModelSource, config: EngineConfig, log_path: Path | None = None) -> None:
-        self.source = source
-        self.config = config
-        self.log_path = log_path
+    def __init__(
+        self,
+        source: ModelSource,
+        config: EngineConfig,
+        log_path: Path | None = None,
+        measure: when_idle.Measure = when_idle.AT_START,
+    ) -> None:
+        self.source, self.config, self.log_path, self.measure = source, config, log_path, measure
+        self.later: when_idle.IdleMeasurement | None = None
         self.info: EngineInfo | None = None
         self.stats = EngineStats()
         self._llm: Any = None
         self._cancelled: set[str] = set()
-        self._dead = False
+        self._dead = self._closing = False
         self._renderer: PromptRenderer | None = None
         self._building: set[int] | None = None
         """While a start runs: the child processes this process had before it (the start's own are new)."""
-        self._closing = False
         self._early: early_core.Waiting | None = None
         """The engine core's interpreter, started early (``prestart``) and not yet taken."""
         self.early_start: str | None = None
@@ -127,7 +132,9 @@ class VllmEngine:
         )
         if self.config.drafts is not None:
             plan, prompts = self.config.drafts, self._prompt_renderer()
-            self.info, self.reply_check = await with_drafts_settled(self, self.info, plan, prompts, say)
+            self.info, self.reply_check, self.later = await when_idle.drafts_at_start(
+                self, self._stream, self.info, plan, prompts, say, self.measure
+            )
         footprints.remember(self.info.engine_args, self.config.profile.name, self._spawned)
         say("ready")
         return self.info
@@ -146,27 +153,12 @@ class VllmEngine:
         vllm_env.import_engine()
 
     async def _build_or_compile_afresh(self, say: Callable[[str], None]) -> Any:
-        """Build the engine; where the start failed after vLLM loaded a compiled graph from its
-        cache, set that entry aside and build once more, compiling afresh (``compile_cache``)."""
-        offset = compile_cache.log_size(self.log_path)
-        try:
-            return await asyncio.to_thread(self._build)
-        except GemmaChatError:
-            raise
-        except Exception:
-            entry = compile_cache.loaded_entry(compile_cache.log_since(self.log_path, offset))
-            if entry is None or self._closing:
-                raise
-        moved = await asyncio.to_thread(compile_cache.set_aside, entry)
-        where = f"moved to {moved}" if moved is not None else "removed"
-        self.start_note = (
-            f"The compiled graph in vLLM's compile cache failed to load ({entry}); it was {where} "
-            "and the engine compiled afresh."
+        """Build the engine; once more, compiling afresh, where a cached graph failed to load."""
+        llm, note = await compile_cache.built_or_compiled_afresh(
+            self._build, self.log_path, lambda: self._closing, say
         )
-        with contextlib.suppress(OSError):  # fd 2: the engine log while an engine starts
-            os.write(2, f"gemma-chat: {self.start_note}\n".encode())
-        say("the cached compiled graph failed to load: compiling afresh")
-        return await asyncio.to_thread(self._build)
+        self.start_note = note or self.start_note
+        return llm
 
     def _load_renderer(self) -> None:
         try:
@@ -251,7 +243,18 @@ class VllmEngine:
         """End the processes a start in progress has spawned, so the start fails at once."""
         end_all(self._started())
 
-    async def stream(self, request: EngineRequest) -> AsyncIterator[TurnEvent]:
+    def stream(self, request: EngineRequest) -> AsyncIterator[TurnEvent]:
+        """A reply: a speculation measurement running when idle yields the engine to it first."""
+        return when_idle.reply(self._stream(request))
+
+    async def measured_info(self) -> EngineInfo | None:
+        """This engine's info once its measurement when idle has settled its drafts (None: none runs)."""
+        if self.later is None or self.info is None:
+            return None
+        self.info, self.reply_check = await self.later.settled(self.info)
+        return self.info
+
+    async def _stream(self, request: EngineRequest) -> AsyncIterator[TurnEvent]:
         if self._llm is None:
             yield Failed(request.request_id, "The engine is not running; start it first.", "not_running")
             return
@@ -265,14 +268,9 @@ class VllmEngine:
         text: list[str] = []
         token_ids: list[int] = []
         finish_reason = "stop"
-        prompt: dict[str, Any] = {"prompt": request.prompt}
-        if request.multi_modal_data:
-            prompt["multi_modal_data"] = request.multi_modal_data
-        if request.mm_processor_kwargs:
-            prompt["mm_processor_kwargs"] = request.mm_processor_kwargs
         yield Started(rid)
         try:
-            async for output in self._llm.generate(prompt, sampling_params(request), rid):
+            async for output in self._llm.generate(vllm_prompt(request), sampling_params(request), rid):
                 completion = output.outputs[0]
                 if completion.text or completion.token_ids:
                     text.append(completion.text)
@@ -369,6 +367,8 @@ class VllmEngine:
 
     async def shutdown(self) -> None:
         """End the engine and its processes — also one still starting (its start then fails)."""
+        if self.later is not None:
+            self.later.cancel()
         if self._llm is None:
             self._closing = True
             self._abandon_start()

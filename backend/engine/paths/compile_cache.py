@@ -21,19 +21,25 @@ afresh; the engine log and the app say so.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import json
 import os
 import re
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from pathlib import Path
+from typing import TypeVar
 
 from backend.config import switch_rules
 from backend.config.switch_rules import ROW_EXACT_KERNEL as ROW_EXACT_KERNEL_ENV
+from backend.errors import GemmaChatError
 from backend.kernels.env import FORCE_ENV, KERNEL_ENV, THREADS_ENV
+
+T = TypeVar("T")
 
 GRAPH_KEY = "gemma_chat_graph"
 KEY_VERSION = 3
@@ -189,3 +195,30 @@ def check_cache_folders(environ: Mapping[str, str] | None = None) -> None:
                 "Point VLLM_CACHE_ROOT (and TORCHINDUCTOR_CACHE_DIR, where set) at a folder whose "
                 "path has no quotes or backslashes, e.g. VLLM_CACHE_ROOT=/var/tmp/vllm-cache.",
             )
+
+
+async def built_or_compiled_afresh(
+    build: Callable[[], T], log_path: Path | None, closing: Callable[[], bool], say: Callable[[str], None]
+) -> tuple[T, str | None]:
+    """``build()`` (in a thread), and a note for the user where it ran twice: where the start failed
+    after vLLM loaded a compiled graph from its cache, that entry is set aside and the engine is
+    built once more, compiling afresh (not while the app is ``closing``)."""
+    offset = log_size(log_path)
+    try:
+        return await asyncio.to_thread(build), None
+    except GemmaChatError:
+        raise
+    except Exception:
+        entry = loaded_entry(log_since(log_path, offset))
+        if entry is None or closing():
+            raise
+    moved = await asyncio.to_thread(set_aside, entry)
+    where = f"moved to {moved}" if moved is not None else "removed"
+    note = (
+        f"The compiled graph in vLLM's compile cache failed to load ({entry}); it was {where} "
+        "and the engine compiled afresh."
+    )
+    with contextlib.suppress(OSError):  # fd 2: the engine log while an engine starts
+        os.write(2, f"gemma-chat: {note}\n".encode())
+    say("the cached compiled graph failed to load: compiling afresh")
+    return await asyncio.to_thread(build), note

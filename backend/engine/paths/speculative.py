@@ -113,7 +113,8 @@ def optimized_speculation(
 
 FIRST_START_NOTE = (
     "speculation decided at this path's first start here: each number of drafts is measured on the "
-    "started engine (bounded), and the fastest that keeps the tokens and beats none is kept"
+    "started engine (bounded; in the app when idle, after answering without drafts), and the fastest "
+    "that keeps the tokens and beats none is kept"
 )
 
 

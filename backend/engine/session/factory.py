@@ -21,6 +21,7 @@ from backend.engine.paths.placement import host_plan_for, plan_for
 from backend.engine.paths.profiles import EngineProfile, engine_config
 from backend.engine.protocol import EngineInfo, EngineRequest, Failed, ProgressCallback, TurnEvent
 from backend.engine.remote.engine import RemoteEngine
+from backend.engine.speculation.when_idle import AT_START, WHEN_IDLE, Measure
 from backend.errors import EngineStartFailed, GemmaChatError
 from backend.gemma4.messages import ChatMessage, RenderedPrompt
 
@@ -112,14 +113,17 @@ def make_engine(
     engines_sharing_gpu: int = 1,
     log_path: Path | None = None,
     plan: MemoryPlan | None = None,
+    measure: Measure = AT_START,
 ) -> VllmEngine:
+    """``measure``: when an optimized CPU engine with no speculation choice kept measures one."""
     chosen = EngineProfile.named(profile or settings.profile)
     config = engine_config(chosen, source, settings.engine, engines_sharing_gpu, plan)
-    return VllmEngine(source, config, log_path=log_path or new_log_path(chosen.name))
+    return VllmEngine(source, config, log_path=log_path or new_log_path(chosen.name), measure=measure)
 
 
 class DeferredEngine:
-    """An engine whose model is resolved (maybe downloaded) when it starts, off the event loop."""
+    """An engine whose model is resolved (maybe downloaded) when it starts, off the event loop: the
+    app's, so it answers at once and measures its speculation when idle (``when_idle``)."""
 
     def __init__(
         self,
@@ -139,8 +143,12 @@ class DeferredEngine:
             if progress:
                 progress("finding the model")
             source, plan = await asyncio.to_thread(self.setup.resolved)
-            self.inner = make_engine(self.settings, source, self.profile, 1, self.log_path, plan)
+            self.inner = make_engine(self.settings, source, self.profile, 1, self.log_path, plan, WHEN_IDLE)
         return await self.inner.start(progress)
+
+    async def measured_info(self) -> EngineInfo | None:
+        """The engine's info once its speculation measured when idle is applied (None: none runs)."""
+        return await self.inner.measured_info() if self.inner is not None else None
 
     def _engine(self) -> VllmEngine:
         if self.inner is None:

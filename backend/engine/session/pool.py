@@ -10,6 +10,10 @@ backend.engine.session.start_history), "ready" or the failure in one sentence.
 ``swapping`` (a callable asked once, off the event loop: the memory plan may need the model
 resolved) puts the pool in swap mode, where one engine at a time is on the device
 (``backend.engine.session.swap``): states then also read ``asleep`` or ``stopped`` for the swapped-out path.
+
+An engine that measures its speculation when idle (``backend.engine.speculation.when_idle``: the
+optimized CPU path's first start on this machine) is ready, and handed out, before it has: once it
+has, the pool reports it ready again with its new info (detail ``SETTLED``).
 """
 
 from __future__ import annotations
@@ -17,8 +21,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from backend.engine.protocol import Engine, EngineInfo, PathEngine
 from backend.engine.session.start_history import StartHistory
@@ -27,6 +32,8 @@ from backend.engine.session.warmup import warm_up
 from backend.errors import GemmaChatError
 
 EngineFactory = Callable[[str], Engine]
+SETTLED = "speculation measured when idle"
+"""The detail of a ready state that follows the engine's measurement when idle: its info names the choice."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +72,9 @@ class EnginePool:
         self.model = model
         self.history = history or StartHistory()
         self._engines: dict[str, Engine] = {}
-        self._starts: dict[str, asyncio.Task[EngineInfo]] = {}
+        self._starts: dict[str, asyncio.Future[EngineInfo]] = {}
+        self._later: dict[str, asyncio.Task[None]] = {}
+        """Per path: waiting for its engine's speculation measured when idle (``when_idle``)."""
         self.states: dict[str, EngineState] = {}
         self._listeners: list[Listener] = []
         self._swapping = swapping
@@ -135,11 +144,7 @@ class EnginePool:
         expected = self.history.expected_s(key)
         self._set(EngineState(profile, "starting", "starting the engine", began, expected_s=expected))
 
-        once: list[float] = []  # the first start's speculation measurement: [began, ended]
-
         def progress(stage: str) -> None:
-            if stage.startswith("measuring speculation") or len(once) == 1:
-                once.append(time.monotonic())
             if stage != "ready":
                 self._set(EngineState(profile, "starting", stage, began, expected_s=expected))
 
@@ -154,15 +159,37 @@ class EnginePool:
             self._set(EngineState(profile, "failed", f"The engine failed to start: {error}", began))
             raise GemmaChatError(f"The engine failed to start: {error}") from error
         took = time.monotonic() - began
-        # what the next start will take: this one's less a measurement made once per model and machine
-        self.history.record(key, took - (once[1] - once[0] if len(once) > 1 else 0.0))
+        self.history.record(key, took)
         self._set(EngineState(profile, "ready", f"ready in {took:.0f} s", began, info))
+        later = getattr(engine, "measured_info", None)
+        if later is not None:
+            self._later[profile] = asyncio.ensure_future(self._settled(profile, engine, later, began))
         return info
+
+    async def _settled(
+        self, profile: str, engine: Engine, later: Callable[[], Awaitable[EngineInfo | None]], began: float
+    ) -> None:
+        """Once the engine's speculation measured when idle is applied: its new info, said (``SETTLED``)."""
+        try:
+            info = await later()
+        except GemmaChatError:
+            return
+        if info is None or self._engines.get(profile) is not engine:
+            return
+        done: asyncio.Future[EngineInfo] = asyncio.get_running_loop().create_future()
+        done.set_result(info)
+        self._starts[profile] = done  # what ensure hands out from now on
+        if self.swapper is not None and profile in self.swapper.infos:
+            self.swapper.infos[profile] = info
+        self._set(EngineState(profile, "ready", SETTLED, began, info))
 
     async def discard(self, profile: str, message: str) -> None:
         """Drop an engine that died mid-turn (state ``failed``); the next ``ensure`` starts a new one."""
         engine = self._engines.pop(profile, None)
         self._starts.pop(profile, None)
+        waiting = self._later.pop(profile, None)
+        if waiting is not None:
+            waiting.cancel()
         if self.swapper is not None:
             self.swapper.forget(profile)
         if engine is not None:
@@ -171,9 +198,11 @@ class EnginePool:
         self._set(EngineState(profile, "failed", message))
 
     async def shutdown(self) -> None:
-        for task in self._starts.values():
+        tasks: list[asyncio.Future[Any]] = [*self._starts.values(), *self._later.values()]
+        for task in tasks:
             if not task.done():
                 task.cancel()
+        self._later.clear()
         for profile, engine in list(self._engines.items()):
             try:
                 await engine.shutdown()

@@ -14,8 +14,11 @@ probe's (``choose``): the count with the highest median ratio to no drafts, at l
 ``MIN_GAIN``, above 1.0 on every prompt, measured on at least ``MIN_PAIRED`` prompts, and with no
 drafts' tokens on every prompt; else none. The choice is kept, so the next start applies it at
 once (where the budget ended before ``MIN_PAIRED`` prompts were measured nothing is kept: the
-next start measures again); ``profiles --measure`` replaces it with a full probe. No reply waits
-on it but the first start's, and that only once per model and machine.
+next start measures again); ``profiles --measure`` replaces it with a full probe.
+
+When it measures is the caller's (``when_idle``): the app's engine answers at once and measures
+when idle, one short request at a time, a reply preempting it (``Preempted``: the request runs
+again later); ``bench`` and the probes measure here, before they serve; ``ask`` never does.
 """
 
 from __future__ import annotations
@@ -75,6 +78,11 @@ class DraftPlan:
     """Running requests up to which steps draft (above, none: a CPU is compute-bound there)."""
 
 
+class Preempted(Exception):
+    """A reply took the engine from a measurement made when idle (``when_idle``) while one of its
+    requests ran or was about to: that request runs again once the engine is idle."""
+
+
 class DraftEngine(Protocol):
     """What the deciding needs of an engine (``VllmEngine``)."""
 
@@ -89,6 +97,12 @@ class _Count:
     rates: dict[str, list[float]] = field(default_factory=dict)
     tokens: dict[str, tuple[int, ...]] = field(default_factory=dict)
     histogram: list[int] = field(default_factory=list)
+
+    def add(self, prompt: str, round_: int, final: Finished) -> None:
+        if round_ == 0:
+            self.tokens[prompt] = tuple(final.token_ids)
+        self.rates.setdefault(prompt, []).append(final.metrics.decode_tokens_per_s or 0.0)
+        add_histogram(self.histogram, final.metrics.acceptance_histogram)
 
     def run(self, method: str, reference: _Count) -> ProbeRun:
         measured = [rid for rid in reference.rates if rid in self.rates]
@@ -121,11 +135,17 @@ async def settle_drafts(
         choice = await decide(engine, plan, renderer, budget_s=budget_s, rounds=rounds, prompts=prompts)
         if not undecided(choice):
             store_choice(plan.key, choice)
-    applies = choice.method == plan.method and choice.drafts <= plan.most
-    steps = applied_steps(choice, plan) if applies else ()
-    first, *then = steps or ((plan.up_to, 0),)
+    first, *then = serving_steps(choice, plan)
     await engine.set_drafts(first[1], first[0], tuple(then))
     return choice
+
+
+def serving_steps(choice: SpeculationChoice | None, plan: DraftPlan) -> tuple[tuple[int, int], ...]:
+    """The engine's drafts by running requests once ``choice`` is applied (none where it is None,
+    or names another drafter or more drafts than the engine was started with)."""
+    applies = choice is not None and choice.method == plan.method and choice.drafts <= plan.most
+    steps = applied_steps(choice, plan) if choice is not None and applies else ()
+    return steps or ((plan.up_to, 0),)
 
 
 def applied_steps(choice: SpeculationChoice, plan: DraftPlan) -> tuple[tuple[int, int], ...]:
@@ -139,8 +159,8 @@ def applied_steps(choice: SpeculationChoice, plan: DraftPlan) -> tuple[tuple[int
 
 
 def measuring_stage(budget_s: float = BUDGET_S) -> str:
-    """The start's stage while it measures the drafts, short enough for the status bar
-    beside the start's clock in a 110-column terminal (the bar drops a detail that does not fit)."""
+    """The start's stage while it measures the drafts before serving (``bench``, the probes; the
+    app measures when idle, and its status bar says ``when_idle.PENDING``)."""
     return f"measuring speculation ≤{budget_s:.0f} s"
 
 
@@ -159,10 +179,22 @@ async def with_drafts_settled(
     except EngineDied:
         raise
     except (GemmaChatError, RuntimeError) as error:
-        note = f"Speculation could not be measured ({error}); the optimized path runs without drafts."
-        return replace(info, start_note=" ".join(filter(None, [info.start_note, note]))), None
+        return unmeasured_info(info, error), None
+    return measured_info(info, plan, choice)
+
+
+def measured_info(
+    info: EngineInfo, plan: DraftPlan, choice: SpeculationChoice
+) -> tuple[EngineInfo, ReplyCheck | None]:
+    """``info`` naming ``choice``'s verdict, and the check the user's replies make of a predicted one."""
     check = ReplyCheck(plan.key, choice, plan.up_to) if ReplyCheck.needed(choice) else None
     return replace(info, speculation=choice.verdict()), check
+
+
+def unmeasured_info(info: EngineInfo, error: Exception) -> EngineInfo:
+    """``info`` whose note says why measuring failed: the engine lives and runs without drafts."""
+    note = f"Speculation could not be measured ({error}); the optimized path runs without drafts."
+    return replace(info, start_note=" ".join(filter(None, [info.start_note, note])), speculation=None)
 
 
 def requests(renderer: PromptRenderer, prompts: int) -> list[EngineRequest]:
@@ -187,8 +219,12 @@ async def decide(
     deadline = clock() + budget_s
 
     async def run(request: EngineRequest, drafts: int) -> Finished:
-        await engine.set_drafts(drafts, plan.up_to)
-        return await _finished(engine, request, deadline - clock())
+        while True:  # a request a reply preempted runs again (only a measurement when idle is)
+            try:
+                await engine.set_drafts(drafts, plan.up_to)
+                return await _finished(engine, request, deadline - clock())
+            except Preempted:
+                continue
 
     try:  # the first request after a start is slow: not timed; the next one tells the model's speed
         sampled = None
@@ -209,15 +245,16 @@ async def decide(
         return choice
     try:
         for count in (counts[0], counts[-1]):  # the first requests after a start are slow: not timed
-            await engine.set_drafts(count.drafts, plan.up_to)
             warm = replace(asked[0], request_id=f"{asked[0].request_id}-warm-{count.drafts}")
-            await _finished(engine, warm, deadline - clock())
+            await run(warm, count.drafts)
         for r in range(rounds):
             for i, request in enumerate(asked):
                 for j in range(len(counts)):
                     count = counts[(r + i + j) % len(counts)]  # the order rotates: drift falls on all alike
-                    await engine.set_drafts(count.drafts, plan.up_to)
-                    await _measure(engine, count, request, r, deadline - clock())
+                    rid = f"{request.request_id}-{count.drafts}-r{r}"
+                    count.add(
+                        request.request_id, r, await run(replace(request, request_id=rid), count.drafts)
+                    )
     except TimeoutError:  # the budget ended mid-request (that request was stopped): decide on the rest
         pass
     await engine.set_drafts(0, plan.up_to)
@@ -291,17 +328,6 @@ def unsound_measurement(
             f"{min(ratios):.2f}x on one prompt: figures that contradict each other (a busy machine)"
         )
     return None
-
-
-async def _measure(
-    engine: DraftEngine, count: _Count, request: EngineRequest, round_: int, within_s: float
-) -> None:
-    rid = f"{request.request_id}-{count.drafts}-r{round_}"
-    final = await _finished(engine, replace(request, request_id=rid), within_s)
-    if round_ == 0:
-        count.tokens[request.request_id] = tuple(final.token_ids)
-    count.rates.setdefault(request.request_id, []).append(final.metrics.decode_tokens_per_s or 0.0)
-    add_histogram(count.histogram, final.metrics.acceptance_histogram)
 
 
 async def _finished(engine: DraftEngine, request: EngineRequest, within_s: float) -> Finished:
