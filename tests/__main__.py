@@ -31,12 +31,12 @@ NO_TESTS = 5
 
 
 SECOND_LANE = (
-    "tests/test_speculation.py",
-    "tests/test_path_graphs.py",
-    "tests/test_swap.py",
-    "tests/test_cpu_linear.py",
-    "tests/test_app_entry.py",
-    "tests/test_real_weights_parity.py",
+    "tests/engine/speculation/test_speculation.py",
+    "tests/engine/paths/test_path_graphs.py",
+    "tests/app/tui/test_swap.py",
+    "tests/kernels/test_cpu_linear.py",
+    "tests/app/test_app_entry.py",
+    "tests/engine/test_real_weights_parity.py",
 )
 """Engine tests that start engines of their own (no session-scoped engine fixture): they run after
 the tests without an engine, in that process, so that both cores start engines once those end. The

@@ -77,7 +77,7 @@ def tiny_source(tiny: GeneratedCheckpoint) -> ModelSource:
 async def eager_engine(tiny_source: ModelSource, gemma_home: Path) -> AsyncIterator[VllmEngine]:
     """The eager path, with the tests' forced-output logits processor loaded (a no-op for requests
     that do not ask for it): tool-loop tests force tool-call text through it."""
-    forced = Argument(["tests.forced_output:ForcedOutput"], "tests: force a request's output tokens")
+    forced = Argument(["tests.support.forced_output:ForcedOutput"], "tests: force a request's output tokens")
     engine = await _started(EngineProfile.eager(), tiny_source, gemma_home, {"logits_processors": forced})
     yield engine
     await engine.shutdown()
