@@ -10,6 +10,9 @@ import os
 from pathlib import Path
 
 APP_NAME = "gemma-chat"
+KERNELS_ENV = "GEMMA_CHAT_KERNELS_DIR"
+"""A folder for the compiled kernels instead of the cache folder's ``kernels/``: homes that share
+one compile each kernel once (the tests' homes share one per run)."""
 
 
 def _home() -> Path | None:
@@ -42,6 +45,12 @@ def cache_dir() -> Path:
     from platformdirs import user_cache_path
 
     return user_cache_path(APP_NAME)
+
+
+def kernels_dir() -> Path:
+    """Where compiled kernels are kept: ``GEMMA_CHAT_KERNELS_DIR``, else the cache folder's ``kernels/``."""
+    shared = os.environ.get(KERNELS_ENV, "").strip()
+    return Path(shared).expanduser() if shared else cache_dir() / "kernels"
 
 
 def generated_models_dir() -> Path:

@@ -18,6 +18,7 @@ from pydantic import BaseModel
 OTHER_VARIABLES = frozenset(
     {
         "GEMMA_CHAT_HOME",  # backend/config/paths.py
+        "GEMMA_CHAT_KERNELS_DIR",  # backend/config/paths.py: the compiled kernels' folder
         "GEMMA_CHAT_GRAPHICS",  # app/tui/graphics.py: kitty or halfblocks, over the detection
         "GEMMA_CHAT_VENV",  # app/bootstrap.py
         "GEMMA_CHAT_ENGINE_BUILD",  # app/bootstrap.py

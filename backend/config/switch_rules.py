@@ -4,9 +4,9 @@ in the app's process before an engine starts (a value refused in vLLM's engine c
 shown). The rules' kinds are ``switches``' (flag, number, whole, choice); docs/configuration.md
 lists them for users.
 
-Not parsed here: ``GEMMA_CHAT_HOME``, ``GEMMA_CHAT_VENV`` and ``GEMMA_CHAT_SPECULATION_CHOICES``
-(paths, any text), ``GEMMA_CHAT_CPU_LINEAR`` and ``GEMMA_CHAT_ROW_EXACT_KERNEL`` (paths the app
-sets in an engine's environment),
+Not parsed here: ``GEMMA_CHAT_HOME``, ``GEMMA_CHAT_VENV``, ``GEMMA_CHAT_KERNELS_DIR`` and
+``GEMMA_CHAT_SPECULATION_CHOICES`` (paths, any text), ``GEMMA_CHAT_CPU_LINEAR`` and
+``GEMMA_CHAT_ROW_EXACT_KERNEL`` (paths the app sets in an engine's environment),
 ``GEMMA_CHAT_OWNER`` (a process id the app sets for its children) and ``GEMMA_CHAT_TESTS_SERIAL``
 (read by the test runner only)."""
 

@@ -21,6 +21,10 @@ from backend.engine.protocol import EngineInfo
 from backend.engine.session.factory import DeferredEngine
 from tests.support.tui_pilot import wait_until
 
+pytestmark = (
+    pytest.mark.second_lane
+)  # python3 -m tests: an engine test of the second lane (tests/__main__.py)
+
 
 def _app(tmp_path: Path, *argv: str) -> GemmaChatApp:
     return build_app(build_parser().parse_args(list(argv)), tmp_path / "chat.log")

@@ -21,7 +21,7 @@ from backend.engine.prompt_sets import SetPrompt, load_prompt_set
 from backend.kernels.env import FORCE_ENV
 from tests.engine.test_real_weights_parity import _engine, _speculative_differences, _tokens
 
-pytestmark = [pytest.mark.engine, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.engine, pytest.mark.second_lane, pytest.mark.timeout(1800)]
 
 
 async def _forced_parity(folder: Path, home: Path, prompts: list[SetPrompt], label: str) -> None:

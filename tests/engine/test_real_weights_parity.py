@@ -36,7 +36,7 @@ from backend.engine.paths.profiles import EngineProfile, engine_config
 from backend.engine.prompt_sets import SetPrompt, load_prompt_set
 from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
 
-pytestmark = [pytest.mark.engine, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.engine, pytest.mark.second_lane, pytest.mark.timeout(1800)]
 
 TOKENS = 256
 SETTINGS = EngineSettings(dtype="bfloat16", max_model_len=2048, kv_cache_gib=1, speculation="ngram")

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from backend.compat import cpu_linear
+from backend.config.paths import KERNELS_ENV
 from backend.config.settings import EngineSettings
 from backend.engine.local.log import capture_stderr
 from backend.engine.local.vllm import VllmEngine
@@ -23,7 +24,10 @@ from backend.kernels import bf16_linear
 from backend.kernels.env import KERNEL_ENV as CPU_LINEAR_ENV
 
 WHY_NOT = bf16_linear.usable_here()
-pytestmark = pytest.mark.skipif(WHY_NOT is not None, reason=f"kernel not used on this CPU: {WHY_NOT}")
+pytestmark = [
+    pytest.mark.skipif(WHY_NOT is not None, reason=f"kernel not used on this CPU: {WHY_NOT}"),
+    pytest.mark.second_lane,
+]
 
 
 @pytest.fixture(scope="module")
@@ -116,6 +120,7 @@ print("python fallback ok")
 def test_without_a_cxx_compiler_the_python_operator_gives_the_same_bits(tmp_path: Path) -> None:
     """No C++ compiler (or PyTorch headers): the C kernel alone, called through the Python operator."""
     env = {**os.environ, "CXX": "/bin/false", "GEMMA_CHAT_HOME": str(tmp_path)}
+    env.pop(KERNELS_ENV, None)  # a cache of its own: nothing built before
     command = [sys.executable, "-c", _FALLBACK]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -21,6 +21,10 @@ from backend.engine.session.pool import EnginePool
 from tests.support.fake_engine import FakeEngine
 from tests.support.tui_pilot import replies, send, wait_until
 
+pytestmark = (
+    pytest.mark.second_lane
+)  # python3 -m tests: an engine test of the second lane (tests/__main__.py)
+
 
 @dataclass
 class Device:

@@ -30,6 +30,10 @@ from backend.engine.paths.profiles import EngineProfile, engine_config
 from backend.kernels import bf16_linear
 from backend.kernels.env import FORCE_ENV
 
+pytestmark = (
+    pytest.mark.second_lane
+)  # python3 -m tests: an engine test of the second lane (tests/__main__.py)
+
 ROOT = Path(__file__).resolve().parents[3]
 PROMPT = "def fibonacci(n):"
 OPERATOR = b"gemma_chat"

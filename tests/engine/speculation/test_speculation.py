@@ -22,6 +22,10 @@ from backend.engine.speculation.choice import (
 )
 from backend.engine.speculation.kept import forget_choice, store_choice, stored_choice
 
+pytestmark = (
+    pytest.mark.second_lane
+)  # python3 -m tests: an engine test of the second lane (tests/__main__.py)
+
 PLAIN = ProbeRun("none", 0, (100.0, 100.0, 100.0))
 
 
