@@ -37,8 +37,3 @@ def terminal_safe(text: str) -> str:
     if not CONTROL.search(text):
         return text
     return CONTROL.sub(_visible, text)
-
-
-def has_controls(text: str) -> bool:
-    """Whether ``terminal_safe`` would change ``text``."""
-    return CONTROL.search(text) is not None

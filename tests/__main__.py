@@ -1,5 +1,13 @@
 """``python3 -m tests``: set up (with the dev tools) on first use, then lint, type-check and test;
-the last line is the wall time, in all and per step."""
+the last line is the wall time, in all and per step.
+
+tests/ mirrors the source (``tests/engine/local/`` tests ``backend/engine/local/``, ``tests/app/tui/``
+``app/tui/``); ``tests/hostile/`` holds the hostile-input corpus and its tests, ``tests/support/`` the
+fakes, fake servers and helpers that are not tests. Without arguments pytest runs in lanes chosen by
+marker, not by folder or file: ``cpu_share`` alone first; then, side by side, the first lane
+(``engine`` tests not marked ``second_lane``: they share the session's engines) and the second (the
+tests without ``engine``, then the ``engine`` tests marked ``second_lane``: engines of their own).
+Both lanes share one folder of compiled kernels (``GEMMA_CHAT_KERNELS_DIR``)."""
 
 from __future__ import annotations
 
@@ -30,20 +38,14 @@ NO_TESTS = 5
 """pytest's exit code when a marker selects no test."""
 
 
-SECOND_LANE = (
-    "tests/test_speculation.py",
-    "tests/test_path_graphs.py",
-    "tests/test_swap.py",
-    "tests/test_cpu_linear.py",
-    "tests/test_app_entry.py",
-    "tests/test_real_weights_parity.py",
-)
-"""Engine tests that start engines of their own (no session-scoped engine fixture): they run after
-the tests without an engine, in that process, so that both cores start engines once those end. The
-others of that kind (the demo's training, centroid drafts, the early engine core: ~220 s) run in
-the first lane, to keep the lanes even: on 2026-12-07's clean clone, with each lane's engines on a
-core of their own, the first lane took 1,235 s and the second 1,680 s (449 s of it without an
-engine) before they moved."""
+SECOND_LANE = "second_lane"
+"""The marker of the engine tests that start engines of their own (no session-scoped engine fixture),
+set in their files (``pytestmark``): they run after the tests without an engine, in that process, so
+that both cores start engines once those end; every other engine test runs in the first lane. Both
+real-weights files are here (one checkout of the weights, one process): with the one-pass kernels
+compiled once per run, not once per home, the first lane was the longer by about 3 minutes."""
+KERNELS_ENV = "GEMMA_CHAT_KERNELS_DIR"
+"""Both lanes keep compiled kernels in one folder of the run's (``backend.config.paths``)."""
 
 
 BIND_ENV = "VLLM_CPU_OMP_THREADS_BIND"
@@ -77,23 +79,25 @@ def _id_list(cpus: Sequence[int]) -> str:
 
 def _pytest_in_parts(python: str, root: Path) -> int:
     """Every test once, in two lanes after the ``cpu_share`` tests have run alone: one pytest
-    process runs the engine tests that share the session's engines, the other the tests without an
-    engine and then the engine tests of ``SECOND_LANE``.
+    process runs the engine tests (``-m engine``) that share the session's engines, the other the
+    tests without an engine and then the engine tests marked ``second_lane``. A new engine test goes
+    to the first lane unless its file says ``pytestmark = pytest.mark.second_lane``; the lanes are
+    chosen by marker, never by file name, so moving a file changes nothing.
 
     Most of an engine test's time is an engine start, and most of that (imports, the engine-core
     process, torch.compile's code generation) keeps one core busy: the other core of a 2-core
     machine runs the second lane meanwhile. The first lane prints as it runs; the second lane's
     output follows once both have ended. Each lane's wall time is printed at the end."""
     rest = f"not ({ENGINE} or {ALONE})"
-    engine = f"{ENGINE} and not {ALONE}"
+    first = f"{ENGINE} and not ({SECOND_LANE} or {ALONE})"
+    second = f"{ENGINE} and {SECOND_LANE} and not {ALONE}"
     print(f"== pytest -m '{ALONE}' (alone)", flush=True)
     alone_code = subprocess.call([python, "-m", "pytest", "-m", ALONE], cwd=root)
     print(
-        f"== pytest -m '{engine}' without the second lane's files (the second lane runs beside it: "
-        f"-m '{rest}', then -m '{engine}' {' '.join(SECOND_LANE)}; its output follows)",
+        f"== pytest -m '{first}' (the second lane runs beside it: -m '{rest}', then -m '{second}'; "
+        "its output follows)",
         flush=True,
     )
-    ignored = [f"--ignore={path}" for path in SECOND_LANE]
     cores = lane_cores(sorted(os.sched_getaffinity(0)))
     first_env, second_env = dict(os.environ), dict(os.environ)
     if cores:
@@ -103,11 +107,11 @@ def _pytest_in_parts(python: str, root: Path) -> int:
     with tempfile.TemporaryFile(mode="w+") as second_out:
         second_script = (
             f"{shlex.quote(python)} -m pytest -m {shlex.quote(rest)}; a=$?; "
-            f"{shlex.quote(python)} -m pytest -m {shlex.quote(engine)} {' '.join(SECOND_LANE)}; b=$?; "
+            f"{shlex.quote(python)} -m pytest -m {shlex.quote(second)}; b=$?; "
             'echo "== second lane ended after $SECONDS s"; '
             "for code in $a $b; do if [ $code -ne 0 ] && [ $code -ne 5 ]; then exit $code; fi; done"
         )
-        second = subprocess.Popen(
+        second_lane = subprocess.Popen(
             ["bash", "-c", second_script],
             cwd=root,
             env=second_env,
@@ -115,12 +119,10 @@ def _pytest_in_parts(python: str, root: Path) -> int:
             stderr=subprocess.STDOUT,
         )
         try:
-            first_code = subprocess.call(
-                [python, "-m", "pytest", "-m", engine, *ignored], cwd=root, env=first_env
-            )
+            first_code = subprocess.call([python, "-m", "pytest", "-m", first], cwd=root, env=first_env)
             print(f"== first lane ended after {time.monotonic() - began:.0f} s", flush=True)
         finally:
-            second_code = second.wait()
+            second_code = second_lane.wait()
         second_out.seek(0)
         print("== second lane", flush=True)
         sys.stdout.write(second_out.read())
@@ -147,6 +149,8 @@ def main() -> int:
                 print(f"== {name} failed", flush=True)
                 return 1
             step = lap(name, step)
+        kernels = tempfile.TemporaryDirectory(prefix="gemma-chat-kernels-")
+        os.environ.setdefault(KERNELS_ENV, kernels.name)  # one build per run, shared by the lanes
         if sys.argv[1:] or os.environ.get(SERIAL_ENV):
             print("== pytest", flush=True)
             code = subprocess.call([str(python), "-m", "pytest", *sys.argv[1:]], cwd=root)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from backend.checkpoints import GeneratedCheckpoint, make_checkpoint
+from backend.config.paths import KERNELS_ENV
 from backend.config.settings import EngineSettings
 from backend.engine.local.log import capture_stderr
 from backend.engine.local.vllm import VllmEngine
@@ -42,8 +43,15 @@ def gemma_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     # keeps speculation choices in one file: the optimized path's first start measures once per
     # model and machine, not once per test. Tests of the first start itself unset it.
     os.environ[CHOICES_ENV] = str(home / "shared-speculation-choices.json")
+    # And one folder of compiled kernels: each kernel is compiled once per run (~25 s for the two on
+    # a 2-core CPU with AVX512-BF16), not once per home. ``python3 -m tests`` sets one for both
+    # lanes; the kernel cache's own tests unset it, so the cache folder's build stays tested.
+    kernels_set = KERNELS_ENV in os.environ
+    os.environ.setdefault(KERNELS_ENV, str(home / "shared-kernels"))
     yield home
     os.environ.pop(CHOICES_ENV, None)
+    if not kernels_set:
+        os.environ.pop(KERNELS_ENV, None)
     if previous is None:
         os.environ.pop("GEMMA_CHAT_HOME", None)
     else:
@@ -77,7 +85,7 @@ def tiny_source(tiny: GeneratedCheckpoint) -> ModelSource:
 async def eager_engine(tiny_source: ModelSource, gemma_home: Path) -> AsyncIterator[VllmEngine]:
     """The eager path, with the tests' forced-output logits processor loaded (a no-op for requests
     that do not ask for it): tool-loop tests force tool-call text through it."""
-    forced = Argument(["tests.forced_output:ForcedOutput"], "tests: force a request's output tokens")
+    forced = Argument(["tests.support.forced_output:ForcedOutput"], "tests: force a request's output tokens")
     engine = await _started(EngineProfile.eager(), tiny_source, gemma_home, {"logits_processors": forced})
     yield engine
     await engine.shutdown()

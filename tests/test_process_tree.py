@@ -9,7 +9,7 @@ import time
 
 import psutil
 
-from tests.process_tree import alive, command_line, descendant_pids, descendants_running
+from tests.support.process_tree import alive, command_line, descendant_pids, descendants_running
 
 
 def _zombie() -> subprocess.Popen[bytes]:

@@ -14,7 +14,7 @@ Every such text reaches a widget through one of these two, control characters ma
   markup surrounds it. Every ``[`` is escaped (``\\[``); Textual's own ``escape`` misses ``[B]``,
   ``[$var]`` and a lone ``[/``.
 
-The test walks every route with ``[/]``, ``[bold]`` and their kind (``tests/test_untrusted_text``).
+The test walks every route with ``[/]``, ``[bold]`` and their kind (``tests/app/tui/test_untrusted_text.py``).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ reason: 'function' object has no attribute 'finalize_loading'`` and compiled the
 The fix: ``BundledAOTAutogradSerializableCallable`` gets a ``finalize_loading`` that does
 nothing. Nothing is left to do: torch deserialized the compiled graph completely when the file
 was read (``deserialize_compile_artifacts``), which is what vLLM's method does lazily for its
-own backend. The same compiled code runs as after a fresh compile (tests/test_startup.py checks
+own backend. The same compiled code runs as after a fresh compile (tests/engine/local/test_startup.py checks
 the tokens of a loaded start against those of a compiling one).
 """
 

@@ -7,7 +7,7 @@ this order, and the order decides which wrapper runs first where several patch o
 ``GPUModelRunner.execute_model``'s, ``row_exact_linear``'s is innermost, then ``malloc_trim``'s,
 ``memory_trace``'s and ``slow_steps``' (the last installed runs first); of
 ``dispatch_cpu_unquantized_gemm``'s, ``embedding_pack``'s, then ``cpu_linear``'s, then
-``row_exact_linear``'s (outermost: it checks what the others chose). ``tests/test_compat_patches.py``
+``row_exact_linear``'s (outermost: it checks what the others chose). ``tests/compat/test_compat_patches.py``
 resolves every target in the installed vLLM, so an upgrade that moves one fails a test, and
 ``wrap`` says so in the engine's log at run time. docs/patches.md explains each. Standard library only.
 """

@@ -349,16 +349,6 @@ def summary() -> str:
     return text
 
 
-def fast_layers() -> int:
-    """Row-variant layers computed in one pass by the kernel in this process (tests, logs)."""
-    return len(_state["fast"])
-
-
-def variant_layers() -> tuple[int, int]:
-    """(row-variant layers, layers checked) in this process (for tests and logs)."""
-    return int(_state["variant"]), int(_state["checked"])
-
-
 def install_import_hook() -> None:
     after_import(LINEAR_MODULE, patch_linear)
     after_import(RUNNER_MODULE, patch_runner)

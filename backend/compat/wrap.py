@@ -6,7 +6,7 @@ the class where ``on_class``) says it is done. Every target is looked up before 
 a patch is installed whole or not at all. A target vLLM no longer has is never passed over in
 silence: a required patch raises ``MissingTarget`` (an ``AttributeError``, as the plain lookup
 raised before), an optional one says in the engine's log that it is not installed and why.
-``tests/test_compat_patches.py`` resolves every declared target in the installed vLLM, so an
+``tests/compat/test_compat_patches.py`` resolves every declared target in the installed vLLM, so an
 upgrade that moves one fails a test first. Standard library only.
 """
 

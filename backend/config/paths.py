@@ -12,6 +12,9 @@ from pathlib import Path
 from backend.config import switch_rules
 
 APP_NAME = "gemma-chat"
+KERNELS_ENV = switch_rules.KERNELS_DIR
+"""A folder for the compiled kernels instead of the cache folder's ``kernels/``: homes that share
+one compile each kernel once (the tests' homes share one per run)."""
 
 
 def _home() -> Path | None:
@@ -44,6 +47,12 @@ def cache_dir() -> Path:
     from platformdirs import user_cache_path
 
     return user_cache_path(APP_NAME)
+
+
+def kernels_dir() -> Path:
+    """Where compiled kernels are kept: ``GEMMA_CHAT_KERNELS_DIR``, else the cache folder's ``kernels/``."""
+    shared = os.environ.get(KERNELS_ENV, "").strip()
+    return Path(shared).expanduser() if shared else cache_dir() / "kernels"
 
 
 def generated_models_dir() -> Path:

@@ -26,6 +26,7 @@ Kind = Literal["set-up", "wire", "force", "diagnosis", "test"]
 KINDS: tuple[Kind, ...] = ("set-up", "wire", "force", "diagnosis", "test")
 
 HOME = "GEMMA_CHAT_HOME"
+KERNELS_DIR = "GEMMA_CHAT_KERNELS_DIR"
 VENV = "GEMMA_CHAT_VENV"
 ENGINE_BUILD = "GEMMA_CHAT_ENGINE_BUILD"
 ENGINE_BUILDS = ("auto", "cpu", "cuda")
@@ -182,6 +183,12 @@ def _flag(name: str, kind: Kind, meaning: str) -> Switch:
 
 SWITCHES: tuple[Switch, ...] = (
     _text(HOME, "set-up", "the platform's folders", "config, data and cache all under one folder"),
+    _text(
+        KERNELS_DIR,
+        "set-up",
+        "the cache folder's kernels/",
+        "the compiled kernels' folder: homes that share one compile each kernel once (the tests' do)",
+    ),
     _text(VENV, "set-up", ".venv beside the README", "`python3 -m app`: the environment's folder"),
     Switch(ENGINE_BUILD, "set-up", "auto", "`python3 -m app`: the vLLM build to install", engine_build),
     _text(SPECULATION_CHOICES, "set-up", "the cache folder's file", "where speculation choices are kept"),

@@ -43,7 +43,7 @@ def _x86_64() -> None:
 
 def _target(stem: str, key: bytes) -> Path:
     digest = hashlib.sha256(key).hexdigest()[:16]
-    return paths.cache_dir() / "kernels" / f"{stem}-{digest}.so"
+    return paths.kernels_dir() / f"{stem}-{digest}.so"
 
 
 def _elf_complete(path: Path) -> str:

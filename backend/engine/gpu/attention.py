@@ -20,7 +20,7 @@ VLLM_PRIORITY: dict[int | None, tuple[str, ...]] = {
 """vLLM 0.32's attention priority by compute-capability major (``None``: every other card): its
 ``_get_backend_priorities`` in ``vllm/platforms/cuda.py`` for Gemma 4's case (not MLA, causal, no
 multimodal prefix: ``gemma4`` is not an mm-prefix model). It cannot be called here (the CPU build
-lacks ``vllm._C_stable_libtorch``, which that module imports); ``tests/test_gpu_attention.py``
+lacks ``vllm._C_stable_libtorch``, which that module imports); ``tests/engine/gpu/test_gpu_attention.py``
 compares this table with it in a subprocess that stubs that module."""
 
 SLIDING_FLASH_ATTENTION: dict[str, object] = {"backend_per_kind": {"sliding_window": "FLASH_ATTN"}}

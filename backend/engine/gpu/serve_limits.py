@@ -9,7 +9,7 @@ requests would be its batch limits'. So both paths get the numbers ``vllm serve`
 card (``serve_limits``).
 
 The table is vLLM's, kept here for one GPU so the memory plan needs no vLLM import (importing
-``vllm.engine.arg_utils`` takes 8-15 s here); ``tests/test_gpu_vllm_config.py`` checks it against
+``vllm.engine.arg_utils`` takes 8-15 s here); ``tests/engine/gpu/test_gpu_vllm_config.py`` checks it against
 vLLM's own function and against the scheduler ``vllm serve``'s context builds, on a faked card for
 each size. The device name matters: vLLM keeps an A100 of 80 GB on the small table (a larger step
 lowered its throughput, vLLM PR 17885).

@@ -10,13 +10,13 @@ is made with ``FLOOR`` tokens of KV, so every planned engine has at least that).
 
 vLLM's count (``vllm_kv_bytes``) is its own arithmetic at start (``kv_cache_utils.get_kv_cache_configs``:
 the groups' blocks for one request of ``max_model_len``, plus the null block its pool holds back),
-kept here for Gemma 4's two layer kinds so the plan needs no vLLM import; ``tests/test_gpu_window.py``
-compares it with vLLM's own functions on a faked card. It is more than the config's count
-(``footprint.kv_bytes_per_request``): a sliding layer is charged its window plus every token the
-engine may have in flight (two steps of scheduled tokens, async scheduling), the full layers whole
-blocks, and the sliding layers' pages are unified with the full layers'. For E2B at 131,072 tokens
-that is 0.94 GiB against the config's 0.76 on a card where `vllm serve` schedules 8,192 tokens a
-step (``serve_limits``), both paths alike.
+kept here for Gemma 4's two layer kinds so the plan needs no vLLM import;
+``tests/engine/gpu/test_gpu_window.py`` compares it with vLLM's own functions on a faked card. It is
+more than the config's count (``footprint.kv_bytes_per_request``): a sliding layer is charged its
+window plus every token the engine may have in flight (two steps of scheduled tokens, async
+scheduling), the full layers whole blocks, and the sliding layers' pages are unified with the full
+layers'. For E2B at 131,072 tokens that is 0.94 GiB against the config's 0.76 on a card where `vllm
+serve` schedules 8,192 tokens a step (``serve_limits``), both paths alike.
 """
 
 from __future__ import annotations
