@@ -27,6 +27,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from backend.compat import row_exact_record
 from backend.compat.after_import import after_import
 from backend.compat.engine_log import log, log_once
 from backend.config import switch_rules
@@ -315,6 +316,7 @@ def patch_runner(module: Any) -> None:
         if (cut or not mode) and _state["steps"] == 0:
             _state["steps"] = 1
             log(f"gemma-chat row-exact linears: in use ({summary()})")
+            _keep_verdict(self)
         _state["step"] = (self, step) if cut else None
         _state["segments"] = None
         try:
@@ -327,6 +329,29 @@ def patch_runner(module: Any) -> None:
     runner_class.execute_model = execute_model
     setattr(module, _PATCHED, True)
     log_once("gemma-chat row-exact verification: installed")
+
+
+def verdict() -> dict[str, Any]:
+    """What the load-time checks found, as kept for ``profiles`` (``row_exact_record``)."""
+    whole = [name for name, (linear, _n) in _state["layers"].items() if linear is None]
+    slow = [name for name in _state["layers"] if name not in _state["fast"]] if _state["kernel"] else []
+    return {
+        "variant": _state["variant"],
+        "checked": _state["checked"],
+        "kernel": bool(_state["kernel"]),
+        "whole": len(whole),
+        "rows_only": len([name for name in _state["fast"] if name not in whole]),
+        "unproven": slow[: row_exact_record.NAMES_KEPT],
+        "unproven_count": len(slow),
+    }
+
+
+def _keep_verdict(runner: Any) -> None:
+    """The verdict, kept for ``profiles``; a cache that cannot be written costs only the record."""
+    try:
+        row_exact_record.keep(str(runner.model_config.model), verdict())
+    except (OSError, AttributeError, ValueError) as error:
+        log(f"gemma-chat row-exact linears: the verdict was not kept for profiles ({error})")
 
 
 def summary() -> str:
