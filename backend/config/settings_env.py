@@ -21,6 +21,7 @@ OTHER_VARIABLES = frozenset(
         "GEMMA_CHAT_GRAPHICS",  # app/tui/graphics.py: kitty or halfblocks, over the detection
         "GEMMA_CHAT_VENV",  # app/bootstrap.py
         "GEMMA_CHAT_ENGINE_BUILD",  # app/bootstrap.py
+        "GEMMA_CHAT_INSTALLER",  # app/installer.py: uv or pip, over the automatic choice
         "GEMMA_CHAT_CPU_LINEAR",  # backend/kernels/env.py
         "GEMMA_CHAT_CPU_LINEAR_THREADS",
         "GEMMA_CHAT_CPU_LINEAR_MIN_WEIGHTS",  # backend/kernels/bf16_linear.py
