@@ -6,6 +6,7 @@ Standard library only: this module runs before anything is installed.
   least ``BIG_DOWNLOAD_MB`` with its size and how many packages were collected so far, the install
   phase, uv's summary lines (resolved, prepared, installed), errors and warnings; the rest (every
   ``Collecting``, every ``+ package==version``, a machine's ignored local index folders) is dropped.
+  After ``QUIET_S`` without a line (pip unpacking, uv downloading), a line says it is still going.
 * uv on a terminal: it runs on a pseudo-terminal of this terminal's size, so it draws its progress
   bars (each download, its bytes so far and in all, packages done of all); its output is passed
   through as it comes, but for the lines of its final list of packages.
@@ -17,6 +18,8 @@ import os
 import re
 import subprocess
 import sys
+import threading
+import time
 from collections import deque
 from collections.abc import Sequence
 
@@ -24,24 +27,43 @@ BIG_DOWNLOAD_MB = 10.0
 """pip's downloads at least this large get a line of their own."""
 TAIL_LINES = 25
 """The last lines kept, to show when an install fails."""
+QUIET_S = 30.0
+"""After this long without a line shown, a line says the install is still going, and for how long."""
 
 
 def run_condensed(command: Sequence[str]) -> tuple[int, list[str]]:
     """Run ``command`` with its output condensed; returns its exit status and its last lines."""
     tail: deque[str] = deque(maxlen=TAIL_LINES)
     counts = {"collected": 0}
-    with subprocess.Popen(
-        list(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
-    ) as process:
-        assert process.stdout is not None
-        for raw in process.stdout:
-            line = raw.rstrip()
-            if not line or line.startswith("WARNING: Location"):
-                continue
-            tail.append(line)
-            shown = progress_line(line, counts)
-            if shown:
-                print(f"  {shown}", file=sys.stderr, flush=True)
+    began = time.monotonic()
+    last_shown = [began]
+    done = threading.Event()
+
+    def show(text: str) -> None:
+        last_shown[0] = time.monotonic()
+        print(f"  {text}", file=sys.stderr, flush=True)
+
+    def still_going() -> None:
+        while not done.wait(QUIET_S / 3):
+            if time.monotonic() - last_shown[0] >= QUIET_S:
+                show(f"... still going ({time.monotonic() - began:.0f} s so far)")
+
+    threading.Thread(target=still_going, daemon=True).start()
+    try:
+        with subprocess.Popen(
+            list(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
+        ) as process:
+            assert process.stdout is not None
+            for raw in process.stdout:
+                line = raw.rstrip()
+                if not line or line.startswith("WARNING: Location"):
+                    continue
+                tail.append(line)
+                shown = progress_line(line, counts)
+                if shown:
+                    show(shown)
+    finally:
+        done.set()
     return process.returncode, list(tail)
 
 

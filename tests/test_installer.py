@@ -5,6 +5,7 @@ check which commands the set-up runs and what it says, not the installers themse
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -200,3 +201,24 @@ def test_on_a_terminal_uvs_bars_pass_and_its_package_list_does_not() -> None:
     out = shown.feed(b"\x1b[39m \x1b[1mtextual\x1b[0m==8.2.8\n - setuptools==65.5.0\nwarning: a\n")
     assert out == b"warning: a\n"
     assert shown.feed(b" + x==1") == b"" and shown.end() == b""
+
+
+def test_condensed_output_keeps_the_tail_and_says_it_is_still_going(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(install_output, "QUIET_S", 0.3)
+    script = (
+        "import time\n"
+        "print('Collecting big')\n"
+        "print('  Downloading big-1.0-py3-none-any.whl (20.0 MB)', flush=True)\n"
+        "time.sleep(1.0)\n"
+        "print(\"WARNING: Location 'file:///opt/pypi/simple/big/' is ignored\")\n"
+        "print('ERROR: it broke')\n"
+        "raise SystemExit(3)\n"
+    )
+    code, tail = install_output.run_condensed([sys.executable, "-c", script])
+    assert code == 3
+    assert tail == ["Collecting big", "  Downloading big-1.0-py3-none-any.whl (20.0 MB)", "ERROR: it broke"]
+    shown = capsys.readouterr().err
+    assert "  downloading big (20.0 MB); 1 packages collected so far\n" in shown
+    assert "... still going (" in shown and "ERROR: it broke" in shown and "WARNING" not in shown
