@@ -19,6 +19,9 @@ from backend.config.switches import OFF_WORDS, check_all, choice, flag, number, 
 
 ENGINE_BUILD = "GEMMA_CHAT_ENGINE_BUILD"
 ENGINE_BUILDS = ("auto", "cpu", "cuda")
+INSTALLER = "GEMMA_CHAT_INSTALLER"
+INSTALLERS = ("auto", "uv", "pip")
+"""The set-up's installer (app/installer.py parses it itself: it runs before anything is installed)."""
 HOST_MEMORY = "GEMMA_CHAT_FORCE_HOST_MEMORY_GIB"
 HOST_MEMORY_GIB = (1.0, 65536.0)
 """A forced RAM size: at least 1 GiB (the demo's engine alone needs more), at most 64 TiB."""
@@ -55,6 +58,11 @@ FLAGS = (
 def engine_build() -> str:
     """``auto`` unless ``cpu`` or ``cuda`` is forced."""
     return choice(ENGINE_BUILD, ENGINE_BUILDS) or "auto"
+
+
+def installer() -> str:
+    """``auto`` unless ``uv`` or ``pip`` is forced."""
+    return choice(INSTALLER, INSTALLERS) or "auto"
 
 
 def host_memory_gib() -> float | None:
@@ -129,6 +137,7 @@ def on(name: str) -> bool:
 
 RULES: dict[str, Callable[[], object]] = {
     ENGINE_BUILD: engine_build,
+    INSTALLER: installer,
     HOST_MEMORY: host_memory_gib,
     FORCE_LINEAR: forced_linear,
     LINEAR_THREADS: linear_threads,
