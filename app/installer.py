@@ -11,7 +11,8 @@ Standard library only: this module runs before anything is installed.
 * The CPU build's wheels come from one resolution: the CUDA-linked ``torchaudio`` and ``torchcodec``
   are excluded from it (uv's ``--excludes``), not installed and then removed.
 * Both installers retry once with PyTorch's CPU wheel index for the CPU build, where torch's
-  ``+cpu`` build is published (uv then ranks all indexes' versions together, as pip does).
+  ``+cpu`` build is published (uv then ranks all indexes' versions together, as pip does); uv
+  goes there at once where no local folder holds a ``+cpu`` torch wheel.
 * Progress a person can read (``app.install_output``): uv's own progress bars on a terminal; off
   a terminal, and for pip, one line per large download and per phase; never the list of every
   package; the last lines of a failed install are shown.
@@ -161,6 +162,24 @@ def _attempts(build: str) -> list[str | None]:
     return [None, PYTORCH_CPU_INDEX] if build == "cpu" else [None]
 
 
+def has_cpu_torch(find_links: Iterable[str]) -> bool:
+    """True when one of these local folders holds a ``+cpu`` torch wheel."""
+    for place in find_links:
+        folder = Path(place.removeprefix("file://"))
+        if folder.is_dir() and any(folder.glob("torch-*+cpu*.whl")):
+            return True
+    return False
+
+
+def _uv_attempts(build: str, find_links: list[str]) -> list[str | None]:
+    """As :func:`_attempts`, but uv reads no index from pip's config: without a local ``+cpu``
+    torch wheel (a user's machine) the CPU build goes to PyTorch's index at once, rather than
+    after a resolution that must fail (the package index has no ``+cpu`` builds)."""
+    if build == "cpu" and not has_cpu_torch(find_links):
+        return [PYTORCH_CPU_INDEX]
+    return _attempts(build)
+
+
 def _with_uv(uv: Path, python: Path, spec: str, build: str, work: Path, say: Say) -> str | None:
     """None when uv installed everything, else why it failed (its last line)."""
     excludes: Path | None = None
@@ -169,9 +188,10 @@ def _with_uv(uv: Path, python: Path, spec: str, build: str, work: Path, say: Say
         excludes.write_text("\n".join(CPU_BUILD_CONFLICTS) + "\n")
     links = pip_find_links(python)
     failure = "not run"
-    for extra in _attempts(build):
+    for number, extra in enumerate(_uv_attempts(build, links)):
         if extra:
-            say(f"retrying with PyTorch's CPU wheel index ({extra}) for torch's +cpu build")
+            again = "retrying" if number else "adding"
+            say(f"{again} PyTorch's CPU wheel index ({extra}) for torch's +cpu build")
         command = uv_command(uv, python, spec, find_links=links, excludes=excludes, extra_index=extra)
         code, tail = run(command, filtered=not sys.stderr.isatty())
         if code == 0:

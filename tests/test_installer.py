@@ -14,6 +14,9 @@ import pytest
 from app import install_output, installer
 
 PYTHON = Path("/venv/bin/python")
+REAL_HAS_CPU_TORCH = installer.has_cpu_torch
+WHEELS = Path("/opt/wheels")
+"""pip's find-links folder in these tests, with a ``+cpu`` torch wheel in it."""
 SPEC = "/repo[cpu]"
 
 
@@ -39,7 +42,8 @@ class Calls:
 def calls(monkeypatch: pytest.MonkeyPatch) -> Calls:
     record = Calls()
     monkeypatch.setattr(installer, "run", record.run)
-    monkeypatch.setattr(installer, "pip_find_links", lambda python: ["/opt/wheels"])
+    monkeypatch.setattr(installer, "pip_find_links", lambda python: [str(WHEELS)])
+    monkeypatch.setattr(installer, "has_cpu_torch", lambda places: list(places) == [str(WHEELS)])
     monkeypatch.setattr(installer, "uv_supports", lambda uv, flag: True)
     monkeypatch.delenv(installer.INSTALLER_ENV, raising=False)
     monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
@@ -64,7 +68,7 @@ def test_uv_installs_in_one_resolution_with_pips_wheel_folders(
     assert command[command.index("--python") + 1] == str(PYTHON)
     assert command[command.index("-e") + 1] == SPEC
     assert "--compile-bytecode" not in command, "the set-up's import check writes the bytecode a start needs"
-    assert command[command.index("--find-links") + 1] == "/opt/wheels", "uv does not read pip's config"
+    assert command[command.index("--find-links") + 1] == str(WHEELS), "uv does not read pip's config"
     assert "--excludes" in command, "torchaudio and torchcodec are left out of the resolution"
     assert "--extra-index-url" not in command
 
@@ -222,3 +226,20 @@ def test_condensed_output_keeps_the_tail_and_says_it_is_still_going(
     shown = capsys.readouterr().err
     assert "  downloading big (20.0 MB); 1 packages collected so far\n" in shown
     assert "... still going (" in shown and "ERROR: it broke" in shown and "WARNING" not in shown
+
+
+def test_without_a_local_cpu_torch_uv_goes_to_pytorchs_index_at_once(
+    calls: Calls, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _uv_found(monkeypatch, True)
+    monkeypatch.setattr(installer, "has_cpu_torch", REAL_HAS_CPU_TORCH)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setattr(installer, "pip_find_links", lambda python: [str(empty)])
+    assert installer.install(PYTHON, SPEC, "cpu", calls.said.append) == "uv"
+    assert len(calls.commands) == 1
+    first = calls.commands[0]
+    assert first[first.index("--extra-index-url") + 1] == installer.PYTORCH_CPU_INDEX
+    assert calls.said[-1].startswith("adding PyTorch's CPU wheel index")
+    (empty / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_text("")
+    assert installer.has_cpu_torch([f"file://{empty}"]) and not installer.has_cpu_torch(["/nowhere"])
