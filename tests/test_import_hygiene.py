@@ -179,7 +179,17 @@ def test_imports_run_down_the_rooms_only() -> None:
     assert _room("backend.gemma4.reply") == "backend.gemma4" and "chat" in PACKAGES
 
 
-APP_ROOMS = ("app", "app.bootstrap", "app.failure_log", "app.tui", "app.commands", "app.cli", "app.__main__")
+APP_ROOMS = (
+    "app",
+    "app.install_output",
+    "app.installer",
+    "app.bootstrap",
+    "app.failure_log",
+    "app.tui",
+    "app.commands",
+    "app.cli",
+    "app.__main__",
+)
 """The app's rooms from the bottom up: the TUI below the commands that build it, the command line
 above them, ``python3 -m app`` on top; every one of them may import the backend."""
 

@@ -30,6 +30,9 @@ KERNELS_DIR = "GEMMA_CHAT_KERNELS_DIR"
 VENV = "GEMMA_CHAT_VENV"
 ENGINE_BUILD = "GEMMA_CHAT_ENGINE_BUILD"
 ENGINE_BUILDS = ("auto", "cpu", "cuda")
+INSTALLER = "GEMMA_CHAT_INSTALLER"
+INSTALLERS = ("auto", "uv", "pip")
+"""The set-up's installer (app/installer.py parses it itself: it runs before anything is installed)."""
 SPECULATION_CHOICES = "GEMMA_CHAT_SPECULATION_CHOICES"
 CPU_LINEAR = "GEMMA_CHAT_CPU_LINEAR"
 ROW_EXACT_KERNEL = "GEMMA_CHAT_ROW_EXACT_KERNEL"
@@ -86,6 +89,11 @@ def text(name: str) -> str:
 def engine_build() -> str:
     """``auto`` unless ``cpu`` or ``cuda`` is forced."""
     return choice(ENGINE_BUILD, ENGINE_BUILDS) or "auto"
+
+
+def installer() -> str:
+    """``auto`` unless ``uv`` or ``pip`` is forced."""
+    return choice(INSTALLER, INSTALLERS) or "auto"
 
 
 def host_memory_gib() -> float | None:
@@ -191,6 +199,13 @@ SWITCHES: tuple[Switch, ...] = (
     ),
     _text(VENV, "set-up", ".venv beside the README", "`python3 -m app`: the environment's folder"),
     Switch(ENGINE_BUILD, "set-up", "auto", "`python3 -m app`: the vLLM build to install", engine_build),
+    Switch(
+        INSTALLER,
+        "set-up",
+        "auto",
+        "`python3 -m app`: install with uv or pip (auto: uv, pip if it fails)",
+        installer,
+    ),
     _text(SPECULATION_CHOICES, "set-up", "the cache folder's file", "where speculation choices are kept"),
     _text(CPU_LINEAR, "wire", "unset", "the compiled bfloat16 linear kernel an engine loads"),
     _text(ROW_EXACT_KERNEL, "wire", "unset", "the compiled one-pass row-exact kernel an engine loads"),

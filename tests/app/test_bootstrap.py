@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -85,3 +86,43 @@ def test_a_new_enough_driver_passes(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     bootstrap.check_driver()
     assert bootstrap.driver_problem((525, 60, 13), cuda_major=12) is None
     assert "did not say its version" in (bootstrap.driver_problem(None) or "")
+
+
+def test_set_up_says_each_stage_and_its_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text("")
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.setattr(bootstrap, "VENV", venv)
+    monkeypatch.setenv("GEMMA_CHAT_ENGINE_BUILD", "cpu")
+    monkeypatch.delenv("GEMMA_CHAT_INSTALLER", raising=False)
+    installed: list[str] = []
+
+    def fake_install(python: Path, spec: str, build: str, say: object) -> str:
+        installed.append(spec)
+        return "uv"
+
+    monkeypatch.setattr(bootstrap.installer, "install", fake_install)
+    monkeypatch.setattr(bootstrap, "_site_packages", lambda venv: site)
+    monkeypatch.setattr(bootstrap, "_fix_cpu_build", lambda venv: None)
+    monkeypatch.setattr(bootstrap, "_check_engine_imports", lambda venv: None)
+    assert bootstrap.ensure() == venv / "bin" / "python"
+    assert installed == [f"{bootstrap.ROOT}[cpu]"]
+    said = [line.removeprefix("[gemma-chat setup] ") for line in capsys.readouterr().err.splitlines()]
+    assert [line.split(":")[0] for line in said[1:4]] == ["set-up 1/3", "set-up 2/3", "set-up 3/3"]
+    assert re.fullmatch(r"ready in \d+ s \(environment \d+ s, install with uv \d+ s, check \d+ s\)", said[4])
+    assert (venv / bootstrap.STAMP_NAME).is_file() and (site / bootstrap.PTH_NAME).is_file()
+
+
+def test_a_bad_installer_stops_before_anything_is_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bootstrap, "VENV", tmp_path / "venv")
+    monkeypatch.setenv("GEMMA_CHAT_ENGINE_BUILD", "cpu")
+    monkeypatch.setenv("GEMMA_CHAT_INSTALLER", "conda")
+    with pytest.raises(SystemExit, match="GEMMA_CHAT_INSTALLER must be one of"):
+        bootstrap.ensure()
+    assert not (tmp_path / "venv").exists()

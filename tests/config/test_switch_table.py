@@ -19,7 +19,8 @@ NAME = re.compile(r"GEMMA_CHAT_[A-Z0-9_]*[A-Z0-9]")
 REFUSED_EXAMPLES = {"GEMMA_CHAT_TOOL__ENABLED", "GEMMA_CHAT_MAX_TOKEN"}
 """Names ``settings_env`` spells as examples of what it refuses."""
 BOOTSTRAP = ROOT / "app" / "bootstrap.py"
-"""Standard library only, run before anything is installed: reads its own two variables."""
+INSTALLER = ROOT / "app" / "installer.py"
+"""Standard library only, run before anything is installed: they read their own variables."""
 DOCS = ROOT / "docs" / "configuration.md"
 
 
@@ -52,7 +53,7 @@ def test_only_the_table_declares_a_switch_name() -> None:
     which reads its variables by their names and may import nothing of the project)."""
     elsewhere = set()
     for path in _sources():
-        if path in (BOOTSTRAP, ROOT / "backend" / "config" / "switch_rules.py"):
+        if path in (BOOTSTRAP, INSTALLER, ROOT / "backend" / "config" / "switch_rules.py"):
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             constant = isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
@@ -63,8 +64,8 @@ def test_only_the_table_declares_a_switch_name() -> None:
 
 
 def test_bootstraps_variables_are_declared_as_set_up() -> None:
-    read = set(NAME.findall(BOOTSTRAP.read_text()))
-    assert read == {switch_rules.VENV, switch_rules.ENGINE_BUILD}
+    read = set(NAME.findall(BOOTSTRAP.read_text() + INSTALLER.read_text()))
+    assert read == {switch_rules.VENV, switch_rules.ENGINE_BUILD, switch_rules.INSTALLER}
     assert {switch_rules.SWITCH[name].kind for name in read} == {"set-up"}
 
 

@@ -83,6 +83,7 @@ BOGUS = {
     switch_rules.SLOW_STEP_MS: "300ms",
     switch_rules.SPECULATION_DECISION: "coin",
     switch_rules.ENGINE_BUILD: "tpu",
+    switch_rules.INSTALLER: "conda",
     HOST: "16GB",
 }
 
