@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from app import __version__
+from app.commands.renamed import RenamedFlag
 from app.output_failure import EXIT_OUTPUT_FAILED, out_of_space, quiet_stdout
 
 EXIT_USAGE = 2
@@ -25,12 +26,11 @@ def _add_model_flags(parser: argparse.ArgumentParser, top_level: bool = False) -
     group.add_argument(
         "--demo", action="store_true", default=unset, help="use the generated offline demo checkpoint"
     )
-    group.add_argument(
-        "--profile",
-        default=unset,
-        choices=("baseline", "optimized", "eager", "compare"),
-        help="engine path (default optimized); compare runs baseline and optimized and compares them",
-    )
+    choices = ("baseline", "optimized", "eager", "compare")
+    about = "engine path (default optimized); compare runs baseline and optimized and compares them"
+    group.add_argument("--path", default=unset, choices=choices, help=about)
+    old = {"action": RenamedFlag, "new": "--path", "help": argparse.SUPPRESS}  # the old name, said when used
+    group.add_argument("--profile", dest="path", default=unset, choices=choices, **old)  # type: ignore[arg-type]
     group.add_argument("--max-model-len", type=int, default=unset, help="context window in tokens")
     group.add_argument(
         "--dtype", default=unset, choices=("auto", "float32", "bfloat16", "float16"), help="model dtype"
@@ -49,7 +49,7 @@ def _add_model_flags(parser: argparse.ArgumentParser, top_level: bool = False) -
         default=unset,
         choices=("auto", "mtp", "ngram", "none"),
         help="optimized path's speculative decoding (default auto: on a CPU, what the optimized path's "
-        "first start here measured, or `profiles --measure`; on a GPU, MTP unless `profiles --measure` "
+        "first start here measured, or `paths --measure`; on a GPU, MTP unless `paths --measure` "
         "found otherwise)",
     )
     group.add_argument(
@@ -164,27 +164,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_model_flags(ask)
 
-    profiles = commands.add_parser("profiles", help="print each engine path's vLLM arguments and why")
-    profiles.add_argument(
+    about = "print each engine path's vLLM arguments and why"  # profiles: its old name
+    paths = commands.add_parser("paths", aliases=["profiles"], help=about)
+    paths.add_argument(
         "--measure",
         action="store_true",
         help="first measure which speculation (MTP, ngram or none, and how many drafts) is fastest "
         "for this model here; the optimized path uses the choice from then on (a few minutes)",
     )
-    profiles.add_argument(
+    paths.add_argument(
         "--gpu-memory",
         type=float,
         metavar="GIB",
         help="plan for a GPU with this much memory (not this machine's): what fits, how compare runs, "
         "and every vLLM argument — works on any machine",
     )
-    profiles.add_argument(
+    paths.add_argument(
         "--gpu-capability",
         metavar="X.Y",
         help="that GPU's compute capability (default 8.9; 7.5 = T4, 8.0 = A100, 8.6 = RTX 30xx, "
         "9.0 = H100, 10.0 = B200)",
     )
-    _add_model_flags(profiles)
+    _add_model_flags(paths)
 
     bench = commands.add_parser(
         "bench", help="baseline vs optimized (and transformers) on the same workloads: speed-up and parity"
@@ -245,7 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--measure-speculation",
         action="store_true",
-        help="measure the optimized path's speculation first (as `profiles --measure` does)",
+        help="measure the optimized path's speculation first (as `paths --measure` does)",
     )
     bench.add_argument("--json", metavar="FILE", help="write the whole report as JSON")
     bench.add_argument("--markdown", metavar="FILE", help="write the table as Markdown")
@@ -254,7 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser(
         "serve",
         help="run vLLM's server (`vllm serve`) with exactly a path's arguments and environment "
-        "(--profile baseline|optimized|eager), for `--server URL` (one GPU box, several GPUs, a Ray cluster)",
+        "(--path baseline|optimized|eager), for `--server URL` (one GPU box, several GPUs, a Ray cluster)",
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
@@ -333,7 +334,8 @@ def build_parser() -> argparse.ArgumentParser:
 COMMANDS: dict[str | None, tuple[str, str]] = {
     None: ("app.commands.chat", "run_chat"),
     "ask": ("app.commands.ask", "run_ask"),
-    "profiles": ("app.commands.profiles", "run_profiles"),
+    "paths": ("app.commands.paths", "run_paths"),
+    "profiles": ("app.commands.renamed", "run_profiles"),  # the old name of paths
     "bench": ("app.commands.bench", "run_bench_command"),
     "serve": ("app.commands.serve", "run_serve"),
     "tools": ("app.commands.tools", "run_tools"),

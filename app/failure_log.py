@@ -13,12 +13,12 @@ import time
 import traceback
 from pathlib import Path
 
-from backend.config import paths
+from backend.config import locations
 from backend.config.file_checks import open_append_checked
 
 
 def default_log() -> Path:
-    return paths.logs_dir() / "gemma-chat-errors.log"
+    return locations.logs_dir() / "gemma-chat-errors.log"
 
 
 def record_failure(what: str, error: BaseException, log_path: Path | None = None) -> str:

@@ -45,7 +45,7 @@ that both cores start engines once those end; every other engine test runs in th
 real-weights files are here (one checkout of the weights, one process): with the one-pass kernels
 compiled once per run, not once per home, the first lane was the longer by about 3 minutes."""
 KERNELS_ENV = "GEMMA_CHAT_KERNELS_DIR"
-"""Both lanes keep compiled kernels in one folder of the run's (``backend.config.paths``)."""
+"""Both lanes keep compiled kernels in one folder of the run's (``backend.config.locations``)."""
 
 
 BIND_ENV = "VLLM_CPU_OMP_THREADS_BIND"

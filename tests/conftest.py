@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from backend.checkpoints import GeneratedCheckpoint, make_checkpoint
-from backend.config.paths import KERNELS_ENV
+from backend.config.locations import KERNELS_ENV
 from backend.config.settings import EngineSettings
 from backend.engine.local.log import capture_stderr
 from backend.engine.local.vllm import VllmEngine
 from backend.engine.model.source import ModelSource, resolve
-from backend.engine.paths.profiles import Argument, EngineProfile, engine_config
+from backend.engine.paths.engine_args import Argument, EnginePath, engine_config
 from backend.engine.speculation.kept import CHOICES_ENV
 
 TEST_ENGINE = EngineSettings(dtype="float32", max_model_len=4096, kv_cache_gib=1, speculation="mtp")
@@ -86,18 +86,18 @@ async def eager_engine(tiny_source: ModelSource, gemma_home: Path) -> AsyncItera
     """The eager path, with the tests' forced-output logits processor loaded (a no-op for requests
     that do not ask for it): tool-loop tests force tool-call text through it."""
     forced = Argument(["tests.support.forced_output:ForcedOutput"], "tests: force a request's output tokens")
-    engine = await _started(EngineProfile.eager(), tiny_source, gemma_home, {"logits_processors": forced})
+    engine = await _started(EnginePath.eager(), tiny_source, gemma_home, {"logits_processors": forced})
     yield engine
     await engine.shutdown()
 
 
 async def _started(
-    profile: EngineProfile, source: ModelSource, home: Path, extra: dict[str, Argument] | None = None
+    path: EnginePath, source: ModelSource, home: Path, extra: dict[str, Argument] | None = None
 ) -> VllmEngine:
-    config = engine_config(profile, source, TEST_ENGINE)
+    config = engine_config(path, source, TEST_ENGINE)
     if extra:
         config = replace(config, args={**config.args, **extra})
-    log = home / "logs" / f"{profile.name}-engine.log"
+    log = home / "logs" / f"{path.name}-engine.log"
     engine = VllmEngine(source, config, log_path=log)
     with capture_stderr(log):  # the engine's processes log to the fd 2 they start with
         await engine.start()
@@ -109,8 +109,8 @@ async def path_engines(
     tiny_source: ModelSource, gemma_home: Path
 ) -> AsyncIterator[tuple[VllmEngine, VllmEngine]]:
     """The baseline and the optimized path, both in this process (as compare mode runs them)."""
-    baseline = await _started(EngineProfile.baseline(), tiny_source, gemma_home)
-    optimized = await _started(EngineProfile.optimized(), tiny_source, gemma_home)
+    baseline = await _started(EnginePath.baseline(), tiny_source, gemma_home)
+    optimized = await _started(EnginePath.optimized(), tiny_source, gemma_home)
     yield baseline, optimized
     await optimized.shutdown()
     await baseline.shutdown()

@@ -35,7 +35,7 @@ def test_help_runs_and_lists_commands() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "app.cli", "--help"], capture_output=True, text=True, check=True
     )
-    for command in ("ask", "bench", "profiles", "make-model", "train-demo"):
+    for command in ("ask", "bench", "paths", "make-model", "train-demo"):
         assert command in out.stdout
 
 
@@ -102,7 +102,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_module_imports_back_around_a_circle() -> None:
     graph = _module_graph()
-    assert "backend.chat.turn" in graph and graph["app.tui.turns"], "the graph was read"
+    assert "backend.chat.pipeline" in graph and graph["app.tui.turn_runs"], "the graph was read"
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles(graph) == []
 

@@ -1,14 +1,14 @@
 """``gemma-chat ask``: one prompt, streamed to stdout, then one line of figures from the engine.
 
 The model may call tools (built-ins and plug-ins): each call prints a timeline line as it
-finishes, and the figures line counts tool time apart from model time. With ``--profile
+finishes, and the figures line counts tool time apart from model time. With ``--path
 compare`` the prompt runs on the baseline and then on the optimized path (each distinct tool
 call runs once; both paths read the same results), and a last line gives the speed-up (one run,
 labelled so) and the token-parity verdict. Each engine answers one short warm-up request
 (backend.engine.session.warmup) before the prompt, so the figures are a warm engine's. ``--json`` prints
 one document at the end instead. An optimized CPU engine with no speculation choice kept for this
 model and machine answers without drafts and measures nothing: one prompt would wait for a
-measurement that pays from the next reply on (the app measures when idle; ``profiles --measure``).
+measurement that pays from the next reply on (the app measures when idle; ``paths --measure``).
 """
 
 from __future__ import annotations
@@ -23,14 +23,15 @@ from typing import TextIO
 from app.commands.ask_output import AskOutput, JsonReport, TextPrinter
 from app.commands.flags import COMPARE, settings_from_args
 from backend.chat.compare import CompareResult, path_differences
+from backend.chat.pipeline import FixedPrompt, TurnOptions, TurnPipeline, check_towers
 from backend.chat.rendering import dispatch
-from backend.chat.turn import FixedPrompt, TurnOptions, TurnPipeline, check_towers
 from backend.chat.verdict import Verdict
 from backend.engine.env import import_engine
 from backend.engine.local.log import capture_stderr
 from backend.engine.local.startup import StartClock, timings
 from backend.engine.local.vllm import VllmEngine
 from backend.engine.paths.placement import host_plan_for, plan_for
+from backend.engine.paths.values import COMPARED
 from backend.engine.protocol import Engine, EngineInfo, Finished, PathEngine, SamplingSettings
 from backend.engine.reply_events import ReplyDelta
 from backend.engine.session.factory import make_engine, new_log_path, remote_engine, resolve_model, server_for
@@ -50,19 +51,19 @@ from backend.tools.timeline import call_signature
 
 def run_ask(args: argparse.Namespace) -> int:
     clock = StartClock() if args.timings else None
-    if clock is not None and args.profile == COMPARE:
-        sys.stderr.write("gemma-chat ask: --timings times one engine's start; leave out --profile compare\n")
+    if clock is not None and args.path == COMPARE:
+        sys.stderr.write("gemma-chat ask: --timings times one engine's start; leave out --path compare\n")
         return 2
     settings = settings_from_args(args)
     attachments = [
         a for path in args.attach for a in load_attachments(path, settings.media)
     ]  # before engines
-    profiles = ["baseline", "optimized"] if args.profile == COMPARE else [settings.profile]
+    paths = list(COMPARED) if args.path == COMPARE else [settings.path]
     log = new_log_path("ask")  # the engines' own output, and what a failed start is diagnosed from
     engines: dict[str, Engine] = {
-        name: remote_engine(settings, url, name) for name in profiles if (url := server_for(settings, name))
+        name: remote_engine(settings, url, name) for name in paths if (url := server_for(settings, name))
     }
-    in_process = [name for name in profiles if name not in engines]
+    in_process = [name for name in paths if name not in engines]
     model_name = str(settings.server or settings.baseline_server)
     swapping = False
     if in_process:
@@ -78,7 +79,7 @@ def run_ask(args: argparse.Namespace) -> int:
             }
         )
         model_name = source.name
-    engines = {name: engines[name] for name in profiles}  # baseline first, as compare runs them
+    engines = {name: engines[name] for name in paths}  # baseline first, as compare runs them
     messages = [ChatMessage("system", args.system)] if args.system else []
     messages.append(ChatMessage("user", args.prompt, media=tuple(a.kind for a in attachments)))  # type: ignore[misc]
     options = TurnOptions(

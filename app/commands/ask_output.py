@@ -1,7 +1,7 @@
 """What ``gemma-chat ask`` writes: streamed text with a tool timeline, or one JSON document.
 
 Each output makes one ``TurnRenderer`` per engine path; the shared turn pipeline's events reach
-it through ``backend.chat.turn.dispatch``. A renderer's ``exit_code`` is set once its path has ended.
+it through ``backend.chat.rendering.dispatch``. A renderer's ``exit_code`` is set once its path has ended.
 """
 
 from __future__ import annotations

@@ -19,10 +19,10 @@ from backend.bench.options import (
     with_levels,
 )
 from backend.bench.session import run_bench
-from backend.config import paths
+from backend.config import locations
 from backend.engine.local.log import capture_stderr
 from backend.engine.model.source import ModelSource, generated_model
-from backend.engine.paths.profiles import Argument
+from backend.engine.paths.engine_args import Argument
 from backend.engine.session.factory import resolve_model
 
 
@@ -30,7 +30,7 @@ def bench_source(args: argparse.Namespace) -> tuple[ModelSource, dict[str, Argum
     if args.dummy_weights:
         from backend.bench.dummy import make_dummy_checkpoint
 
-        path = make_dummy_checkpoint(paths.generated_models_dir() / "gemma4-e2b-dummy")
+        path = make_dummy_checkpoint(locations.generated_models_dir() / "gemma4-e2b-dummy")
         load = Argument("dummy", "--dummy-weights: the E2B architecture with random weights, nothing read")
         return ModelSource(path=path, drafter=None, name="Gemma 4 E2B architecture (dummy weights)"), {
             "load_format": load
@@ -81,7 +81,7 @@ def run_bench_command(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     source, extra = bench_source(args)
     if args.measure_speculation:
-        from app.commands.profiles import measure_with_progress
+        from app.commands.paths import measure_with_progress
 
         print(f"speculation: {measure_with_progress(source, settings.engine).describe()}")
     levels = tuple(args.requests or default_requests())
@@ -97,7 +97,7 @@ def run_bench_command(args: argparse.Namespace) -> int:
         ablation=not args.no_ablation,
         extra_args=extra,
     )
-    log_dir = paths.logs_dir()
+    log_dir = locations.logs_dir()
     log_dir.mkdir(parents=True, exist_ok=True)
     with capture_stderr(log_dir / BENCH_LOG) as terminal:
         console = Console(file=terminal, stderr=False)

@@ -24,7 +24,7 @@ from backend.provenance import cpu_flags
 FLAGS = {
     "model": "--model",
     "demo": "--demo",
-    "profile": "--profile",
+    "path": "--path",
     "max_model_len": "--max-model-len",
     "dtype": "--dtype",
     "kv_cache_gib": "--kv-cache-gib",
@@ -81,7 +81,7 @@ def table(runs: list[tuple[str, dict[str, float]]]) -> str:
 
 
 def run_startup_bench(args: argparse.Namespace) -> int:
-    if getattr(args, "profile", None) == "compare" or getattr(args, "server", None):
+    if getattr(args, "path", None) == "compare" or getattr(args, "server", None):
         print("gemma-chat bench --startup: times one in-process engine; leave out compare and --server")
         return 2
     command = ask_command(args)

@@ -36,7 +36,7 @@ def build_app(args: argparse.Namespace, log: Path) -> GemmaChatApp:
         name = f"{name} @ {settings.server}"
     setup = EngineSetup(settings)  # the model, drafter and memory plan: found once, before any engine
     return GemmaChatApp(
-        settings, lambda profile: engine_for(settings, profile, log, setup), name, log, swapping=setup.swaps
+        settings, lambda path: engine_for(settings, path, log, setup), name, log, swapping=setup.swaps
     )
 
 

@@ -1,26 +1,28 @@
 """The command line's flags → ``Settings``: the one place every command (and the chat app) gets them.
 
 Flags override the environment, which overrides the config file; a flag that was not given
-leaves the value from below. A model trained without tool calls (the demo) gets tools switched
+leaves the value from below. An old setting name (``profile``) works and is named anew on stderr
+(``backend.config.renamed``). A model trained without tool calls (the demo) gets tools switched
 off here, so every command offers the model the same thing.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 
-from backend.config.settings import Settings, load_settings
+from backend.config.settings import Settings, load_settings, renamed_in_use
 from backend.engine.model.source import calls_tools
 
 COMPARE = "compare"
-"""``--profile compare``: both paths, then the comparison (ask, and the chat app's first turn)."""
+"""``--path compare``: both paths, then the comparison (ask, and the chat app's first turn)."""
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
     settings = load_settings(
         model=args.model,
         demo=args.demo,
-        profile=None if args.profile == COMPARE else args.profile,
+        path=None if args.path == COMPARE else args.path,
         data_dir=args.data_dir,
         max_model_len=args.max_model_len,
         dtype=args.dtype,
@@ -34,6 +36,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         api_key=getattr(args, "api_key", None),
         think=getattr(args, "think", None),
     )
+    for note in renamed_in_use():  # an old setting name: it works, and says its new one
+        sys.stderr.write(f"gemma-chat: {note}.\n")
     if getattr(args, "mcp_config", None):
         mcp = settings.mcp.model_copy(update={"import_file": args.mcp_config})
         settings = settings.model_copy(update={"mcp": mcp})

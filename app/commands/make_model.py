@@ -64,5 +64,5 @@ def _real_weights(out: Path, started: float) -> int:
         print(f"gemma-chat make-model: the real-weights checkpoint could not be built: {error}")
         return 1
     print(f"real weights (Gemma 3 270M, bfloat16) in {out} after {time.monotonic() - started:.1f} s")
-    print(f'try it: gemma-chat ask --model {out} --profile compare --speculation ngram "Hello"')
+    print(f'try it: gemma-chat ask --model {out} --path compare --speculation ngram "Hello"')
     return 0

@@ -15,18 +15,18 @@ from pathlib import Path
 from typing import Any
 
 from app.commands.flags import settings_from_args
-from backend.engine.paths.profiles import EngineProfile, engine_config
+from backend.engine.paths.engine_args import EnginePath, engine_config
 from backend.engine.remote.server_http import PARALLEL_KEYS
 from backend.engine.session.factory import resolve_model
 
 
 def serve_command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
     """``vllm serve …`` and the environment it runs with, for the chosen path."""
-    if args.profile == "compare":
-        raise ValueError("serve runs one path: --profile baseline, optimized (the default) or eager")
+    if args.path == "compare":
+        raise ValueError("serve runs one path: --path baseline, optimized (the default) or eager")
     settings = settings_from_args(args)
     source = resolve_model(settings)
-    config = engine_config(EngineProfile.named(args.profile or "optimized"), source, settings.engine)
+    config = engine_config(EnginePath.named(args.path or "optimized"), source, settings.engine)
     argv = ["vllm", "serve", str(source.path)]
     for name, value in config.engine_kwargs().items():
         if name == "model":

@@ -10,7 +10,7 @@ import json
 import sys
 
 from app.commands.flags import settings_from_args
-from backend.config import paths
+from backend.config import locations
 from backend.config.settings import Settings
 from backend.terminal_text import terminal_safe
 from backend.tools.from_settings import mcp_host, tool_runner
@@ -36,7 +36,7 @@ def run_tools(args: argparse.Namespace) -> int:
         )
         print(f"Tools are off ({why}): the model is offered none.")
         return 0
-    host = mcp_host(settings, paths.logs_dir())
+    host = mcp_host(settings, locations.logs_dir())
     try:
         host.start()
         host.wait_settled()

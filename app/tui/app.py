@@ -1,6 +1,6 @@
 """``GemmaChatApp``: the chat screen, with engines started in the background — the app's state,
 its bindings and layout, the table of contents of what it does (``app.tui.actions``) and offers
-(``app.tui.palette``). It receives an engine factory (``profile name -> Engine``): the vLLM one when
+(``app.tui.palette``). It receives an engine factory (``path name -> Engine``): the vLLM one when
 run by ``gemma-chat``, a fake in UI tests. Turns run in an async worker on the app's loop."""
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from app.tui.actions.copy import CopyActions
 from app.tui.actions.earlier import EarlierActions
 from app.tui.actions.engines import EngineActions
 from app.tui.actions.quit import QuitActions
+from app.tui.actions.send import TurnActions
 from app.tui.actions.tools import ToolActions
-from app.tui.actions.turn import TurnActions
 from app.tui.failures import ReportingApp
 from app.tui.screens.chat import ChatScreen
 from app.tui.screens.help import HelpScreen
@@ -33,8 +33,8 @@ from app.tui.widgets.attachment_bar import AttachmentBar
 from app.tui.widgets.prompt_input import PromptInput
 from app.tui.widgets.status_bar import StatusBar
 from backend.chat.conversation import Conversation
+from backend.chat.pipeline import TurnPipeline
 from backend.chat.store import StoreError
-from backend.chat.turn import TurnPipeline
 from backend.config.settings import Settings
 from backend.engine.session.pool import EngineFactory, EnginePool
 from backend.media.attachment import Attachment
@@ -91,7 +91,7 @@ class GemmaChatApp(
         super().__init__(log_path)
         self.settings = settings
         self.pool = EnginePool(engine_factory, swapping, model=model_name)
-        self.path: str = settings.profile  # optimized, baseline or eager (diagnosis)
+        self.path: str = settings.path  # optimized, baseline or eager (diagnosis)
         self.model_name = model_name
         self.compare_next = False
         self.turn: TurnPipeline | None = None

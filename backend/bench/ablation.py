@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from backend.config.settings import EngineSettings
     from backend.engine.gpu.memory_plan import MemoryPlan
     from backend.engine.model.source import ModelSource
-    from backend.engine.paths.profiles import EngineConfig
+    from backend.engine.paths.engine_args import EngineConfig
 
 Runs = dict[str, dict[str, list[WorkloadRun]]]
 
@@ -195,10 +195,10 @@ async def measure_ablations(
         or not {"baseline", "optimized"} <= set(configs)
     ):
         return [], {}, {}
-    from backend.engine.paths.profiles import EngineProfile, engine_config
+    from backend.engine.paths.engine_args import EnginePath, engine_config
 
     plain = settings.model_copy(update={"speculation": "none"})
-    unspeculated = engine_config(EngineProfile.optimized(), source, plain, 1, plan)
+    unspeculated = engine_config(EnginePath.optimized(), source, plain, 1, plan)
     found = ablations(configs["baseline"], configs["optimized"], unspeculated)
     runs, failed = await run_alone(ablation_configs(found))
     return found, runs, failed

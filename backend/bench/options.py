@@ -6,10 +6,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from backend.engine.paths.profiles import Argument
+from backend.engine.paths.engine_args import Argument
+from backend.engine.paths.values import COMPARED
 
 if TYPE_CHECKING:
-    from backend.engine.paths.profiles import EngineConfig
+    from backend.engine.paths.engine_args import EngineConfig
 
 WORKLOAD_NAMES = ("throughput", "single", "chat", "media")
 BENCH_LOG = "bench-engines.log"
@@ -39,7 +40,7 @@ class BenchOptions:
     settle_s: float | None = None
     """The pause before each timed run while several engines are up (None: vLLM's busy window
     plus a margin, ``backend.engine.local.quiet``)."""
-    paths: tuple[str, ...] = ("baseline", "optimized")
+    paths: tuple[str, ...] = COMPARED
     ablation: bool = True
     """Also run the baseline with each part of the optimized path alone (``backend.bench.ablation``)."""
     attention: tuple[str, ...] | None = None

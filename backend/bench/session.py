@@ -37,8 +37,8 @@ from backend.engine.gpu.memory_plan import MemoryPlan
 from backend.engine.local.quiet import settle, settle_s
 from backend.engine.local.vllm import VllmEngine
 from backend.engine.model.source import ModelSource
+from backend.engine.paths.engine_args import EngineConfig, EnginePath, engine_config
 from backend.engine.paths.placement import plan_for
-from backend.engine.paths.profiles import EngineConfig, EngineProfile, engine_config
 from backend.engine.platform import process_tree_rss, room_for_another
 from backend.engine.protocol import Engine
 from backend.engine.session.factory import remote_engine, server_for
@@ -50,13 +50,13 @@ def model_threads(settings: Settings, source: ModelSource) -> int:
     cores = os.cpu_count() or 1
     if settings.engine.cpu_all_cores or cores == 1:
         return cores
-    from backend.engine.paths.profiles import EngineProfile, engine_config
+    from backend.engine.paths.engine_args import EnginePath, engine_config
     from backend.engine.platform import on_gpu
     from backend.kernels.env import THREADS_ENV as CPU_LINEAR_THREADS_ENV
 
     if on_gpu():
         return cores - 1
-    optimized = engine_config(EngineProfile.optimized(), source, settings.engine)
+    optimized = engine_config(EnginePath.optimized(), source, settings.engine)
     kernel_threads = optimized.env.get(CPU_LINEAR_THREADS_ENV)
     return int(kernel_threads.value) if kernel_threads is not None else cores - 1
 
@@ -71,7 +71,7 @@ def path_configs(
     """Each path's engine; on a GPU sized by the memory ``plan``."""
     configs = {}
     for path in options.paths:
-        config = engine_config(EngineProfile.named(path), source, settings.engine, 1, plan)
+        config = engine_config(EnginePath.named(path), source, settings.engine, 1, plan)
         if options.extra_args:
             config = replace(config, args={**config.args, **options.extra_args})
         configs[path] = config

@@ -159,7 +159,7 @@ def step_costs_markdown(costs: StepCosts, lengths: dict[int, float], measured_on
         f"acceptance lengths measured by the probe on {measured_on}"
         if lengths
         else "acceptance lengths assumed (no probe choice stored on this machine: "
-        "`gemma-chat profiles --demo --measure` measures the demo's)"
+        "`gemma-chat paths --demo --measure` measures the demo's)"
     )
     lines += [
         "",
@@ -228,13 +228,13 @@ async def run_step_costs(source: Any, settings: Any, options: Any, log_dir: Any,
 
     from backend.bench.options import BENCH_LOG
     from backend.engine.local.vllm import VllmEngine
-    from backend.engine.paths.profiles import Argument, EngineProfile, engine_config
+    from backend.engine.paths.engine_args import Argument, EnginePath, engine_config
     from backend.gemma4.messages import ChatMessage
 
     small = settings.engine.model_copy(
         update={"kv_cache_gib": min(settings.engine.kv_cache_gib or STEP_KV_CACHE_GIB, STEP_KV_CACHE_GIB)}
     )
-    config = engine_config(EngineProfile("optimized", "step costs"), source, small)
+    config = engine_config(EnginePath("optimized", "step costs"), source, small)
     records = Argument(True, "step costs: every engine step's duration and tokens")
     text_only = Argument(
         {"image": 0, "audio": 0, "video": 0},

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from backend.engine.gpu.memory_plan import MemoryPlan
     from backend.engine.model.source import ModelSource
     from backend.engine.parity import ParityReport
-    from backend.engine.paths.profiles import EngineConfig
+    from backend.engine.paths.engine_args import EngineConfig
 
 WarmUp = Callable[[Any, str, "BenchOptions", "Workloads", "Progress"], Awaitable[None]]
 RunAll = Callable[

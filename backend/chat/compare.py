@@ -98,7 +98,7 @@ def path_differences(baseline: EngineInfo, optimized: EngineInfo) -> tuple[PathD
 
 def _without_graph_key(args: dict[str, Any]) -> dict[str, Any]:
     """Engine arguments less the compile-cache key, which only follows from the variables that
-    differ (and is shown by ``profiles``); an ``additional_config`` left empty is dropped."""
+    differ (and is shown by ``paths``); an ``additional_config`` left empty is dropped."""
     extra = args.get("additional_config")
     if not isinstance(extra, dict) or GRAPH_KEY not in extra:
         return args

@@ -1,12 +1,12 @@
 """How a caller receives a turn's events: a ``TurnRenderer`` with one method per kind, and ``dispatch``.
 
 The chat app draws widgets from them, ``ask`` prints; both get every event of the turn pipeline
-(``backend.chat.turn``) through ``dispatch``, the one place that tells the kinds apart.
+(``backend.chat.pipeline``) through ``dispatch``, the one place that tells the kinds apart.
 """
 
 from __future__ import annotations
 
-from backend.chat.turn import ENDINGS, HistoryTrimmed, PipelineEvent, PromptSized
+from backend.chat.pipeline import ENDINGS, HistoryTrimmed, PipelineEvent, PromptSized
 from backend.engine.protocol import Cancelled, Failed, Finished, MetricsUpdate, Started
 from backend.engine.reply_events import ReplyDelta
 from backend.tools.loop import StepLimitReached, ToolFinished, ToolStarted

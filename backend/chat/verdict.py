@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from backend.bench.spread import Spread, within_noise
 from backend.chat.compare import CompareResult
 from backend.engine.parity import SAME_PATHS
+from backend.engine.paths.values import COMPARED
 
 COMPARE_KEY = "compare"
 """A compared reply's extra: the verdict line as it was shown."""
@@ -29,7 +30,6 @@ SPEEDUP_KEY = "compare_decode_speedup"
 """A compared reply's extra: that compare's decode speed-up (None where the paths were the same)."""
 FIRST_KEY = "compare_first"
 """A compared reply's extra: the path that ran first."""
-PATHS = ("baseline", "optimized")
 
 
 def compares_so_far(extras: Iterable[Mapping[str, object]]) -> list[float | None]:
@@ -45,7 +45,7 @@ def compares_so_far(extras: Iterable[Mapping[str, object]]) -> list[float | None
 
 def first_path(earlier: int) -> str:
     """The path that runs first in a chat's next compare, after ``earlier`` compares."""
-    return PATHS[earlier % 2]
+    return COMPARED[earlier % 2]
 
 
 def fmt_x(value: float) -> str:

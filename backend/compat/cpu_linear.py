@@ -3,7 +3,7 @@
 vLLM's CPU build picks a matrix multiply per linear layer when the weights are loaded
 (``dispatch_cpu_unquantized_gemm``): oneDNN, or plain ``torch.nn.functional.linear`` where
 oneDNN has no bfloat16 kernel for the CPU. Where the engine's environment names a compiled
-kernel in ``GEMMA_CHAT_CPU_LINEAR`` (the optimized profile sets it; the baseline never
+kernel in ``GEMMA_CHAT_CPU_LINEAR`` (the optimized path sets it; the baseline never
 does), layers that got the plain PyTorch fallback get ``backend.kernels.bf16_linear``
 instead — the same bits, faster. Anything else vLLM chose is left alone, and so is every
 layer when the kernel fails its bit-for-bit check against PyTorch on this machine.

@@ -6,7 +6,7 @@ list, which it builds once at start. Where the engine's environment sets
 ``GEMMA_CHAT_DRAFT_SCHEDULE=1`` (the optimized path does on a CPU when it may speculate), the engine
 core gains a utility method, ``gemma_chat_set_drafts(drafts, up_to, then)``, that rewrites that list: up
 to ``up_to`` running requests a step proposes ``drafts`` (at most the configured number), then each
-further step ``[up_to, drafts]`` of ``then`` in turn (what ``profiles --measure`` measured by load),
+further step ``[up_to, drafts]`` of ``then`` in turn (what ``paths --measure`` measured by load),
 above the last none.
 The app calls it through vLLM's own utility channel to the engine core (``call_utility_async``),
 between requests: the first start measures each number of drafts on the one engine it started, and

@@ -5,7 +5,7 @@ proposed, the histogram of accepted ones) in the engine core and sends it only w
 output: the scheduler attaches it when ``finish_reason`` is set (``Scheduler.update_from_output``)
 and the front end copies it into a ``CompletionOutput`` only when finished
 (``RequestState._new_completion_output``). So a reply's acceptance could be shown only at its end.
-Where the engine's environment sets ``GEMMA_CHAT_LIVE_SPEC_METRICS=1`` (the optimized profile does
+Where the engine's environment sets ``GEMMA_CHAT_LIVE_SPEC_METRICS=1`` (the optimized path does
 when it speculates; the baseline never does), the scheduler also attaches a summary — proposed
 drafts and the accepted histogram, without the per-step lists that the finished output carries — to
 every unfinished output of a request whose record changed since it last sent one (a step that

@@ -7,7 +7,7 @@ structured-output bitmask. Each call is a message through the shared-memory ring
 notification and a wait on both sides. When a step has no structured-output request the core's
 bitmask is None (``Scheduler.get_grammar_bitmask``), so the second call is always
 ``sample_tokens(None)``. Where the engine's environment sets ``GEMMA_CHAT_ONE_CALL_STEP=1`` (the
-optimized profile does on a CPU; the baseline never does), the worker makes that call itself at
+optimized path does on a CPU; the baseline never does), the worker makes that call itself at
 the end of ``execute_model`` and answers with its output; the core, given an output, skips its
 own ``sample_tokens`` (it does so for any non-None answer). The same functions run in the same
 process in the same order on the same data: no bit moves. Steps with structured output, and

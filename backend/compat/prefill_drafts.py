@@ -5,7 +5,7 @@ it answers the engine core (``GPUModelRunner.sample_tokens``, which the CPU runn
 the step that prefills a prompt also runs the drafter's passes — the first over every prompt
 token — before the first token leaves the worker: on the demo model on a CPU, time to first
 token was 0.75-0.93x the baseline's with MTP and 3 drafts. Where the engine's environment sets
-``GEMMA_CHAT_NO_PREFILL_DRAFTS=1`` (the optimized profile does on a CPU when it speculates; the
+``GEMMA_CHAT_NO_PREFILL_DRAFTS=1`` (the optimized path does on a CPU when it speculates; the
 baseline never does), a step in which every request is prefilling proposes no drafts: the first
 token goes out as soon as it is sampled, and the next step is a plain decode step whose own
 drafting proceeds as usual (Gemma 4's drafter reads the target's KV cache and that step's hidden

@@ -7,7 +7,7 @@ last accepted token. vLLM's proposer still runs its first pass over every row th
 (``SpecDecodeBaseProposer.propose``: ``1 + k`` rows a request after a step with ``k`` drafts) and
 keeps one row a request (``token_indices_to_sample``); the other rows' outputs are computed and
 dropped, and, with no cache to write, they feed nothing. Where the engine's environment sets
-``GEMMA_CHAT_SAMPLED_ROW_DRAFTS=1`` (the optimized profile does on a CPU when it speculates; the
+``GEMMA_CHAT_SAMPLED_ROW_DRAFTS=1`` (the optimized path does on a CPU when it speculates; the
 baseline never does), the first pass gets only those rows: each request's row moved to the front of
 the proposer's buffers (token, position, the target's hidden state) and attention metadata for one
 query a request at that position — the metadata vLLM's own later passes use (one query a request,

@@ -6,7 +6,7 @@ shared-memory ring. It turns the uniprocess executor (``distributed_executor_bac
 the worker inside the engine-core process) back into the multiprocess one
 (``CpuPlatform.check_and_update_config``) because only the multiprocess executor sets the
 worker's OpenMP environment — thread count and binding (``OMPProcessManager.configure_omp_envs``).
-Where the engine's environment sets ``GEMMA_CHAT_UNI_WORKER=1`` (the optimized profile does on a
+Where the engine's environment sets ``GEMMA_CHAT_UNI_WORKER=1`` (the optimized path does on a
 CPU; the baseline never does) and its arguments ask for ``"uni"``:
 
 * the platform keeps ``"uni"`` (world size 1 only);

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from backend.config import paths
+from backend.config import locations, renamed
 from backend.errors import GemmaChatError
 
 ENV_PREFIX = "GEMMA_CHAT_"
@@ -46,14 +46,14 @@ class EngineSettings(Strict):
     (16 full-window requests, 0.25-2 GiB: ``backend/engine/cpu/kv_size.py``)."""
     gpu_memory_utilization: float = Field(default=0.85, gt=0, le=0.95)
     """GPU only: the most of the card gemma-chat's engines may take together; one engine alone gets
-    all of it, two side by side split it (the memory plan, ``gemma-chat profiles``)."""
+    all of it, two side by side split it (the memory plan, ``gemma-chat paths``)."""
     seed: int = Field(default=0, ge=0, lt=2**63)
     """Engine seed, so greedy and seeded runs repeat."""
     speculation: Literal["auto", "mtp", "ngram", "none"] = "auto"
     """Optimized path's speculative decoding. auto: on a CPU, what the optimized engine's first
     start measured for the model here (0 to 4 drafts of its MTP drafter, else ngram; none where no
-    count paid), or what `gemma-chat profiles --measure` found; on a GPU, the MTP drafter unless
-    `profiles --measure` found otherwise. mtp/ngram/none force a method."""
+    count paid), or what `gemma-chat paths --measure` found; on a GPU, the MTP drafter unless
+    `paths --measure` found otherwise. mtp/ngram/none force a method."""
     draft_tokens: int = Field(default=2, ge=1, le=8)
     """Draft tokens per step when ``speculation`` forces mtp or ngram (and unmeasured on a GPU)."""
     cpu_all_cores: bool = False
@@ -161,7 +161,7 @@ class McpSettings(Strict):
 
 
 def config_file() -> Path:
-    return paths.config_dir() / "config.toml"
+    return locations.config_dir() / "config.toml"
 
 
 class Settings(BaseSettings):
@@ -173,8 +173,8 @@ class Settings(BaseSettings):
     """A local checkpoint directory or a Hugging Face model id."""
     demo: bool = False
     """Use the generated demo checkpoint instead of ``model`` (works offline)."""
-    profile: Literal["baseline", "optimized", "eager"] = "optimized"
-    """The engine path for new turns."""
+    path: Literal["baseline", "optimized", "eager"] = "optimized"
+    """The engine path for new turns (formerly ``profile``, still accepted: ``backend.config.renamed``)."""
     engine: EngineSettings = Field(default_factory=EngineSettings)
     server: str | None = None
     """A vLLM server (``http://host:port``) that serves the optimized path instead of an in-process engine."""
@@ -200,7 +200,7 @@ class Settings(BaseSettings):
     """Rebind keys by binding id, e.g. ``toggle_path = "f12"`` (see F1 for the ids)."""
 
     def history_path(self) -> Path:
-        return (self.data_dir or paths.data_dir()) / "history.db"
+        return (self.data_dir or locations.data_dir()) / "history.db"
 
     @classmethod
     def settings_customise_sources(
@@ -211,7 +211,7 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings, env_settings, ConfigFile(settings_cls))
+        return (init_settings, env_settings, OldVariables(settings_cls), ConfigFile(settings_cls))
 
 
 def read_config(path: Path) -> dict[str, Any]:
@@ -241,13 +241,30 @@ def read_config(path: Path) -> dict[str, Any]:
 
 
 class ConfigFile(PydanticBaseSettingsSource):
-    """The TOML config file, read with errors that name it."""
+    """The TOML config file, read with errors that name it; old key names are read under their new
+    ones (``backend.config.renamed``)."""
 
     def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
         return None, field_name, False  # unused: __call__ returns the whole file
 
     def __call__(self) -> dict[str, Any]:
-        return read_config(config_file())
+        return renamed.from_file(read_config(config_file()))[0]
+
+
+class OldVariables(PydanticBaseSettingsSource):
+    """Renamed settings' old variables (``GEMMA_CHAT_PROFILE``), below the current ones."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # unused: __call__ returns them all
+
+    def __call__(self) -> dict[str, Any]:
+        return renamed.from_environment(ENV_PREFIX)[0]
+
+
+def renamed_in_use() -> list[str]:
+    """A note for each old setting name in use (the file's keys, the environment's variables), for
+    the command line to say once."""
+    return renamed.from_file(read_config(config_file()))[1] + renamed.from_environment(ENV_PREFIX)[1]
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel
 
+from backend.config.renamed import renamed_variables
 from backend.config.switch_rules import SWITCH
 
 OTHER_VARIABLES = frozenset(SWITCH)
@@ -29,7 +30,7 @@ def unknown_variables(
     found = []
     for name in sorted(environ if environ is not None else os.environ):
         upper = name.upper()
-        if not upper.startswith(prefix) or upper in OTHER_VARIABLES:
+        if not upper.startswith(prefix) or upper in OTHER_VARIABLES or upper in renamed_variables(prefix):
             continue
         hint = _unknown_part(settings, prefix, upper[len(prefix) :].lower().split("__"))
         if hint is not None:

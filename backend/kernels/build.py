@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
-from backend.config import cache_json, paths
+from backend.config import cache_json, locations
 
 SOURCE_DIR = Path(__file__).parent
 FLAGS = ("-O3", "-mavx2", "-mfma", "-shared", "-fPIC", "-pthread")
@@ -43,7 +43,7 @@ def _x86_64() -> None:
 
 def _target(stem: str, key: bytes) -> Path:
     digest = hashlib.sha256(key).hexdigest()[:16]
-    return paths.kernels_dir() / f"{stem}-{digest}.so"
+    return locations.kernels_dir() / f"{stem}-{digest}.so"
 
 
 def _elf_complete(path: Path) -> str:

@@ -16,7 +16,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from backend.config import paths
+from backend.config import locations
 from backend.config.settings import MediaSettings
 from backend.media.attachment import AttachmentError
 
@@ -39,7 +39,7 @@ class KeptImage:
 
 
 def images_dir() -> Path:
-    return paths.data_dir() / "tool-images"
+    return locations.data_dir() / "tool-images"
 
 
 def keep_image(data: str, mime: str, limits: MediaSettings | None = None) -> KeptImage | str:

@@ -86,7 +86,7 @@ async def test_a_turn_on_the_real_engine_with_tools_off_from_the_config_file(
 ) -> None:
     """The first-run crash: tools off (as for the demo model) and a message sent."""
     _config(tmp_path / "home", "max_tokens = 16\n[tools]\nenabled = false\n", monkeypatch)
-    app = _app(tmp_path, "--model", str(tiny.model), "--profile", "eager", "--kv-cache-gib", "1")
+    app = _app(tmp_path, "--model", str(tiny.model), "--path", "eager", "--kv-cache-gib", "1")
     assert app.tools is None
     reply, _ = await _one_turn(app, "Hello from the first run")
     assert reply.metrics is not None and 0 < reply.metrics.generated_tokens <= 16
@@ -99,7 +99,7 @@ async def test_a_turn_on_the_real_engine_with_tools_on(
     tmp_path: Path, tiny: GeneratedCheckpoint, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _config(tmp_path / "home", "max_tokens = 16\n", monkeypatch)
-    app = _app(tmp_path, "--model", str(tiny.model), "--profile", "eager", "--kv-cache-gib", "1")
+    app = _app(tmp_path, "--model", str(tiny.model), "--path", "eager", "--kv-cache-gib", "1")
     assert app.tools is not None
     reply, info = await _one_turn(app, "Hello with tools declared")
     assert reply.metrics is not None and reply.metrics.generated_tokens > 0

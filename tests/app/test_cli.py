@@ -64,16 +64,16 @@ def test_hub_model_without_network_or_local_copy(tmp_path: Path) -> None:
     _assert_clear_failure(result, "google/gemma-4-E2B-it is not on this machine", "fix:", "--model", "--demo")
 
 
-def test_profiles_without_the_model_describes_it_from_its_shipped_config(tmp_path: Path) -> None:
+def test_paths_without_the_model_describes_it_from_its_shipped_config(tmp_path: Path) -> None:
     offline = {"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
-    result = _gemma_chat("profiles", env=offline)
+    result = _gemma_chat("paths", env=offline)
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "google/gemma-4-E2B-it is not on this machine" in out and "hf download" in out
     for header in ("[baseline]", "[optimized] (default)", "[eager]"):
         assert header in out
     assert "max_model_len = 8192" in out or "max_model_len = 4096" in out or "max_model_len = 32768" in out
-    measure = _gemma_chat("profiles", "--measure", env=offline)
+    measure = _gemma_chat("paths", "--measure", env=offline)
     _assert_clear_failure(measure, "--measure needs its weights")
 
 
@@ -120,7 +120,7 @@ def test_kv_cache_too_small_for_the_context_window(tmp_path: Path) -> None:
         "ask",
         "--model",
         str(checkpoint.model),
-        "--profile",
+        "--path",
         "eager",
         "--kv-cache-gib",
         "1",
@@ -134,7 +134,7 @@ def test_kv_cache_too_small_for_the_context_window(tmp_path: Path) -> None:
 @pytest.mark.engine
 def test_ask_demo_answers_code_inside_one_turn_with_figures() -> None:
     """The shipped demo model (trained on the standard library) writes a body for a signature."""
-    result = _gemma_chat("ask", "--demo", "--profile", "eager", "--max-tokens", "64", "def fibonacci(n):")
+    result = _gemma_chat("ask", "--demo", "--path", "eager", "--max-tokens", "64", "def fibonacci(n):")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.strip().splitlines()
     figures, reply = lines[-1], "\n".join(lines[:-1])
@@ -148,8 +148,8 @@ def test_ask_demo_answers_code_inside_one_turn_with_figures() -> None:
     assert "Traceback" not in result.stderr
 
 
-def test_profiles_prints_every_path_with_reasons() -> None:
-    result = _gemma_chat("profiles", "--demo")
+def test_paths_prints_every_path_with_reasons() -> None:
+    result = _gemma_chat("paths", "--demo")
     assert result.returncode == 0, result.stderr
     out = result.stdout
     for header in ("[baseline]", "[optimized] (default)", "[eager]"):
@@ -166,7 +166,7 @@ def test_profiles_prints_every_path_with_reasons() -> None:
     table = out.split("per CPU class")[1].split("[baseline]")[0]
     assert table.count("AVX512-BF16 without AMX (") == 1 and table.count("AMX (e.g. Intel") == 1
     assert "* " in table
-    forced = _gemma_chat("profiles", "--demo", "--speculation", "mtp", "--draft-tokens", "3").stdout
+    forced = _gemma_chat("paths", "--demo", "--speculation", "mtp", "--draft-tokens", "3").stdout
     optimized = forced.split("[optimized]")[1].split("[eager]")[0]
     assert "MTP drafter" in optimized and "'num_speculative_tokens': 3" in optimized
 
@@ -176,7 +176,7 @@ def test_ask_compare_prints_both_paths_speedup_and_verdict() -> None:
     result = _gemma_chat(
         "ask",
         "--demo",
-        "--profile",
+        "--path",
         "compare",
         "--speculation",
         "mtp",
@@ -211,7 +211,7 @@ def test_serve_prints_the_paths_own_vllm_serve_line() -> None:
         "serve",
         "--demo",
         "--print",
-        "--profile",
+        "--path",
         "baseline",
         "--tensor-parallel-size",
         "2",
@@ -222,18 +222,18 @@ def test_serve_prints_the_paths_own_vllm_serve_line() -> None:
     ).stdout
     assert "--tensor-parallel-size 2 --pipeline-parallel-size 2 --distributed-executor-backend ray" in multi
     assert "--speculative-config" not in multi and "GEMMA_CHAT_CPU_LINEAR" not in multi, "the baseline as is"
-    refused = _gemma_chat("serve", "--demo", "--print", "--profile", "compare")
+    refused = _gemma_chat("serve", "--demo", "--print", "--path", "compare")
     assert refused.returncode == 2 and "one path" in refused.stderr
 
 
 def test_a_reader_that_leaves_early_ends_the_command_quietly(tmp_path: Path) -> None:
-    """Hardening round 4 (issue 55, item 11): ``profiles --demo | head -1`` ended in an Internal
+    """Hardening round 4 (issue 55, item 11): ``paths --demo | head -1`` ended in an Internal
     error (BrokenPipeError, exit 1)."""
     import subprocess
     import sys
 
     env = {**os.environ, "GEMMA_CHAT_HOME": str(tmp_path)}
-    command = [sys.executable, "-m", "app.cli", "profiles", "--demo"]
+    command = [sys.executable, "-m", "app.cli", "paths", "--demo"]
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as child:
         assert child.stdout is not None and child.stderr is not None
         assert child.stdout.readline().startswith(b"model: demo")

@@ -16,18 +16,18 @@ from backend.config.settings import EngineSettings
 from backend.engine.gpu.card import described_gpu
 from backend.engine.metrics import TurnMetrics
 from backend.engine.model.source import ModelSource, resolve
+from backend.engine.paths.engine_args import EnginePath, engine_config
 from backend.engine.paths.placement import plan_for
-from backend.engine.paths.profiles import EngineProfile, engine_config
 from tests.support.e2b_folder import make_e2b_folder
 
 
 def _parts(source: ModelSource, settings: EngineSettings, plan: object = None) -> list[ablation.Ablation]:
-    def config(profile: EngineProfile, chosen: EngineSettings = settings) -> object:
-        return engine_config(profile, source, chosen, 1, plan)  # type: ignore[arg-type]
+    def config(path: EnginePath, chosen: EngineSettings = settings) -> object:
+        return engine_config(path, source, chosen, 1, plan)  # type: ignore[arg-type]
 
     plain = settings.model_copy(update={"speculation": "none"})
-    baseline, optimized = config(EngineProfile.baseline()), config(EngineProfile.optimized())
-    return ablation.ablations(baseline, optimized, config(EngineProfile.optimized(), plain))  # type: ignore[arg-type]
+    baseline, optimized = config(EnginePath.baseline()), config(EnginePath.optimized())
+    return ablation.ablations(baseline, optimized, config(EnginePath.optimized(), plain))  # type: ignore[arg-type]
 
 
 def test_on_a_cpu_only_speculation_differs_and_it_brings_its_environment(tiny_source: ModelSource) -> None:
@@ -35,7 +35,7 @@ def test_on_a_cpu_only_speculation_differs_and_it_brings_its_environment(tiny_so
     assert list(found) == ["batch limits", "speculation", "attention"]
     assert found["batch limits"].config is None and found["attention"].config is None
     spec = found["speculation"]
-    assert spec.config is not None and spec.config.profile == EngineProfile.baseline()
+    assert spec.config is not None and spec.config.path == EnginePath.baseline()
     assert "speculative_config" in spec.adds and "env GEMMA_CHAT_NO_PREFILL_DRAFTS" in spec.adds
     assert "GEMMA_CHAT_CPU_LINEAR" not in spec.config.env, "the CPU kernel is no part of speculation"
     assert not any("UNI_WORKER" in key for key in spec.config.env), "nor the worker placement"
@@ -43,7 +43,7 @@ def test_on_a_cpu_only_speculation_differs_and_it_brings_its_environment(tiny_so
     assert list(ablation.ablation_configs(list(found.values()))) == ["baseline+speculation"]
     planned = {a.part: a for a in _parts(tiny_source, EngineSettings())}["speculation"].config
     assert planned is not None and planned.drafts is not None, "speculation = auto: drafts set at start"
-    assert planned.drafts == engine_config(EngineProfile.optimized(), tiny_source, EngineSettings()).drafts
+    assert planned.drafts == engine_config(EnginePath.optimized(), tiny_source, EngineSettings()).drafts
 
 
 def test_on_a_card_batch_limits_are_the_same_and_speculation_is_alone(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from backend.engine.local.start_env import StartEnv
 from backend.engine.local.vllm import VllmEngine
 from backend.engine.model.source import ModelSource
 from backend.engine.parity import run_parity
-from backend.engine.paths.profiles import EngineProfile, engine_config
+from backend.engine.paths.engine_args import EnginePath, engine_config
 from backend.engine.prompt_sets import parity_prompts
 from backend.engine.protocol import SamplingSettings
 from backend.gemma4.messages import PromptRenderer
@@ -144,7 +144,7 @@ async def test_a_handed_over_engine_core_gives_the_same_tokens_as_a_spawned_one(
 ) -> None:
     """The optimized path started twice: spawned as vLLM does (GEMMA_CHAT_EARLY_CORE=0; vLLM's
     variables learned from it), then handed to an interpreter started early. Same greedy tokens."""
-    config = engine_config(EngineProfile.optimized(), tiny_source, TEST_ENGINE)
+    config = engine_config(EnginePath.optimized(), tiny_source, TEST_ENGINE)
     logs = [gemma_home / "logs" / f"early-{name}.log" for name in ("spawned", "handed")]
     engines = [VllmEngine(tiny_source, config, log_path=log) for log in logs]
     try:

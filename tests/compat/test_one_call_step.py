@@ -12,7 +12,7 @@ from backend.chat.compare import path_differences
 from backend.compat import one_call_step
 from backend.config.settings import EngineSettings
 from backend.engine.model.source import ModelSource
-from backend.engine.paths.profiles import EngineConfig, EngineProfile, engine_config
+from backend.engine.paths.engine_args import EngineConfig, EnginePath, engine_config
 from backend.engine.protocol import EngineInfo
 
 
@@ -87,12 +87,12 @@ def test_vllm_still_skips_its_second_call_when_the_first_answers() -> None:
 
 def test_the_optimized_path_asks_for_it_on_a_cpu(tiny_source: ModelSource) -> None:
     settings = EngineSettings()
-    optimized = engine_config(EngineProfile.optimized(), tiny_source, settings)
+    optimized = engine_config(EnginePath.optimized(), tiny_source, settings)
     assert optimized.env[one_call_step.ENV].value == 1
     assert "no bit changes" in optimized.env[one_call_step.ENV].reason
-    for profile in (EngineProfile.baseline(), EngineProfile.eager()):
-        assert one_call_step.ENV not in engine_config(profile, tiny_source, settings).env
-    baseline = engine_config(EngineProfile.baseline(), tiny_source, settings)
+    for path in (EnginePath.baseline(), EnginePath.eager()):
+        assert one_call_step.ENV not in engine_config(path, tiny_source, settings).env
+    baseline = engine_config(EnginePath.baseline(), tiny_source, settings)
 
     def info(config: EngineConfig) -> EngineInfo:
         return EngineInfo("tiny", 2048, frozenset({"text"}), config.engine_kwargs(), config.env_values())

@@ -16,7 +16,7 @@ from backend.chat.compare import ENV_LABELS
 from backend.compat import prefill_drafts
 from backend.config.settings import EngineSettings
 from backend.engine.model.source import ModelSource
-from backend.engine.paths.profiles import EngineProfile, engine_config
+from backend.engine.paths.engine_args import EnginePath, engine_config
 
 
 def test_a_step_is_prefills_only_when_no_request_decodes() -> None:
@@ -96,15 +96,15 @@ def test_vllm_still_takes_drafts_the_way_the_patch_answers() -> None:
 
 def test_the_optimized_path_asks_for_it_only_when_it_speculates(tiny_source: ModelSource) -> None:
     mtp = EngineSettings(speculation="mtp")
-    optimized = engine_config(EngineProfile.optimized(), tiny_source, mtp)
+    optimized = engine_config(EnginePath.optimized(), tiny_source, mtp)
     assert "speculative_config" in optimized.args
     assert optimized.env[prefill_drafts.ENV].value == 1
     assert "never change a token" in optimized.env[prefill_drafts.ENV].reason
     assert ENV_LABELS[f"env {prefill_drafts.ENV}"] == "first token before drafts"
-    plain = engine_config(EngineProfile.optimized(), tiny_source, EngineSettings(speculation="none"))
+    plain = engine_config(EnginePath.optimized(), tiny_source, EngineSettings(speculation="none"))
     assert prefill_drafts.ENV not in plain.env, "nothing to skip without a drafter"
-    for profile in (EngineProfile.baseline(), EngineProfile.eager()):
-        assert prefill_drafts.ENV not in engine_config(profile, tiny_source, mtp).env
+    for path in (EnginePath.baseline(), EnginePath.eager()):
+        assert prefill_drafts.ENV not in engine_config(path, tiny_source, mtp).env
 
 
 def test_vllms_own_v1_runner_runs_no_drafter_on_a_step_asking_for_none(

@@ -19,7 +19,7 @@ from backend.chat.compare import ENV_LABELS
 from backend.compat import sampled_row_drafts
 from backend.config.settings import EngineSettings
 from backend.engine.model.source import ModelSource
-from backend.engine.paths.profiles import EngineProfile, engine_config
+from backend.engine.paths.engine_args import EnginePath, engine_config
 
 
 class Attn:
@@ -159,11 +159,11 @@ def test_vllm_still_drafts_the_way_the_patch_assumes() -> None:
 
 def test_the_optimized_path_asks_for_it_only_when_it_speculates(tiny_source: ModelSource) -> None:
     mtp = EngineSettings(speculation="mtp")
-    optimized = engine_config(EngineProfile.optimized(), tiny_source, mtp)
+    optimized = engine_config(EnginePath.optimized(), tiny_source, mtp)
     assert optimized.env[sampled_row_drafts.ENV].value == 1
     assert "never change a token" in optimized.env[sampled_row_drafts.ENV].reason
     assert ENV_LABELS[f"env {sampled_row_drafts.ENV}"] == "drafter on sampled rows"
-    plain = engine_config(EngineProfile.optimized(), tiny_source, EngineSettings(speculation="none"))
+    plain = engine_config(EnginePath.optimized(), tiny_source, EngineSettings(speculation="none"))
     assert sampled_row_drafts.ENV not in plain.env
-    for profile in (EngineProfile.baseline(), EngineProfile.eager()):
-        assert sampled_row_drafts.ENV not in engine_config(profile, tiny_source, mtp).env
+    for path in (EnginePath.baseline(), EnginePath.eager()):
+        assert sampled_row_drafts.ENV not in engine_config(path, tiny_source, mtp).env

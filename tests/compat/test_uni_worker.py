@@ -13,7 +13,7 @@ from backend.compat import uni_worker
 from backend.config.settings import EngineSettings
 from backend.engine.local.vllm import VllmEngine
 from backend.engine.model.source import ModelSource
-from backend.engine.paths.profiles import EngineProfile, engine_config
+from backend.engine.paths.engine_args import EnginePath, engine_config
 from tests.support.engine_processes import engine_cores
 
 
@@ -51,8 +51,8 @@ def test_the_platform_keeps_uni_only_where_the_engine_asks(monkeypatch: pytest.M
 
 
 def test_the_optimized_path_asks_for_it_on_a_cpu(tiny_source: ModelSource) -> None:
-    optimized = engine_config(EngineProfile.optimized(), tiny_source, EngineSettings())
-    baseline = engine_config(EngineProfile.baseline(), tiny_source, EngineSettings())
+    optimized = engine_config(EnginePath.optimized(), tiny_source, EngineSettings())
+    baseline = engine_config(EnginePath.baseline(), tiny_source, EngineSettings())
     assert optimized.env_values()[uni_worker.ENV] == "1"
     assert optimized.engine_kwargs()["distributed_executor_backend"] == "uni"
     assert uni_worker.ENV not in baseline.env_values()

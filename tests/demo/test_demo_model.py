@@ -15,7 +15,7 @@ from backend.demo.pipeline import DemoPlan, read_manifest, train_demo
 from backend.demo.schedule import Budget
 from backend.engine.local.vllm import VllmEngine
 from backend.engine.model.source import ModelSource, calls_tools, demo_model
-from backend.engine.paths.profiles import EngineProfile, engine_config
+from backend.engine.paths.engine_args import EnginePath, engine_config
 from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
 from backend.gemma4.messages import ChatMessage, PromptRenderer
 
@@ -117,7 +117,7 @@ async def test_a_few_training_steps_make_a_checkpoint_vllm_drafts_with(
     assert json.loads((plan.out / "gemma-chat-checkpoint.json").read_text())["tool_calling"] is False
 
     source = ModelSource(path=plan.out / "model", drafter=plan.out / "drafter", name="slice")
-    config = engine_config(EngineProfile.optimized(), source, TEST_ENGINE)
+    config = engine_config(EnginePath.optimized(), source, TEST_ENGINE)
     assert config.args["speculative_config"].value["model"] == str(plan.out / "drafter")
     engine = VllmEngine(source, config, log_path=gemma_home / "logs" / "demo-slice.log")
     await engine.start()

@@ -26,7 +26,7 @@ from backend.engine.local.log import capture_stderr
 from backend.engine.local.vllm import VllmEngine
 from backend.engine.model.source import resolve
 from backend.engine.parity import compare_tokens
-from backend.engine.paths.profiles import EngineProfile, engine_config
+from backend.engine.paths.engine_args import EnginePath, engine_config
 from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
 from backend.gemma4.messages import ChatMessage
 
@@ -52,14 +52,14 @@ an unchecked gate changed a verifying step's bits at E2B's size."""
 SUMMARY = re.compile(r"row-exact linears: in use \((\d+) of (\d+) linear layers row-variant(.*)\)")
 
 
-async def _run(profile: EngineProfile, folder: Path, home: Path) -> list[Finished]:
+async def _run(path: EnginePath, folder: Path, home: Path) -> list[Finished]:
     source = resolve(str(folder))
-    config = engine_config(profile, source, SETTINGS)
+    config = engine_config(path, source, SETTINGS)
     if "speculative_config" in config.args:  # drafts at every load (a CPU stops drafting above 4)
         spec = dict(config.args["speculative_config"].value)
         spec["num_speculative_tokens_per_batch_size"] = [[1, 1 << 16, spec["num_speculative_tokens"]]]
         config = replace(config, args={**config.args, "speculative_config": Argument(spec, "tests")})
-    log = home / "logs" / f"e2b-layers-{profile.name}.log"
+    log = home / "logs" / f"e2b-layers-{path.name}.log"
     engine = VllmEngine(source, config, log_path=log)
     with capture_stderr(log):
         await engine.start()
@@ -67,7 +67,7 @@ async def _run(profile: EngineProfile, folder: Path, home: Path) -> list[Finishe
     try:
         for i, text in enumerate(PROMPTS):
             request = EngineRequest(
-                f"{profile.name}-{i}",
+                f"{path.name}-{i}",
                 engine.render([ChatMessage("user", text)]).text,
                 sampling=SamplingSettings(max_tokens=TOKENS, ignore_eos=True),
             )
@@ -85,8 +85,8 @@ async def test_e2b_layer_types_keep_the_baselines_tokens_with_drafts_accepted(
     tmp_path_factory: pytest.TempPathFactory, gemma_home: Path
 ) -> None:
     folder = make_checkpoint(tmp_path_factory.mktemp("e2b-layers"), e2b_layers(), seed=0).model
-    baseline = await _run(EngineProfile.baseline(), folder, gemma_home)
-    optimized = await _run(EngineProfile.optimized(), folder, gemma_home)
+    baseline = await _run(EnginePath.baseline(), folder, gemma_home)
+    optimized = await _run(EnginePath.optimized(), folder, gemma_home)
     accepted = sum(f.metrics.accepted_tokens or 0 for f in optimized)
     assert accepted > 0, "no draft was accepted: the verifying steps compared nothing"
     results = [compare_tokens(b.token_ids, o.token_ids) for b, o in zip(baseline, optimized, strict=True)]

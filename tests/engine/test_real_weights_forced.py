@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from backend.compat.row_exact_linear import FORCE_ENV as FORCE_ROW_EXACT_ENV
-from backend.engine.paths.profiles import EngineProfile
+from backend.engine.paths.engine_args import EnginePath
 from backend.engine.prompt_sets import SetPrompt, load_prompt_set
 from backend.kernels.env import FORCE_ENV
 from tests.engine.test_real_weights_parity import _engine, _speculative_differences, _tokens
@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.engine, pytest.mark.second_lane, pytest.mark.timeout(1
 
 async def _forced_parity(folder: Path, home: Path, prompts: list[SetPrompt], label: str) -> None:
     """Both paths eagerly with the forced class in the environment: 64 greedy tokens each, compared."""
-    baseline = await _engine(EngineProfile.baseline(), folder, home, eager=True)
+    baseline = await _engine(EnginePath.baseline(), folder, home, eager=True)
     try:
         reference = await _tokens(baseline, prompts, "ref-", 64)
     finally:

@@ -32,7 +32,7 @@ from backend.engine.local.log import capture_stderr
 from backend.engine.local.vllm import VllmEngine
 from backend.engine.model.source import resolve
 from backend.engine.parity import ParityReport, compare_tokens
-from backend.engine.paths.profiles import EngineProfile, engine_config
+from backend.engine.paths.engine_args import EnginePath, engine_config
 from backend.engine.prompt_sets import SetPrompt, load_prompt_set
 from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
 
@@ -44,10 +44,10 @@ SOLO = ("p00", "long-context", "multi-turn-code")
 """Prompts also run alone on the reference: the cut must not change a solo request's tokens."""
 
 
-async def _engine(profile: EngineProfile, folder: Path, home: Path, eager: bool = False) -> VllmEngine:
+async def _engine(path: EnginePath, folder: Path, home: Path, eager: bool = False) -> VllmEngine:
     """``eager``: both engines without torch.compile (a forced class's run: half the start)."""
     source = resolve(str(folder))
-    config = engine_config(profile, source, SETTINGS)
+    config = engine_config(path, source, SETTINGS)
     args = dict(config.args)
     if eager:
         args["enforce_eager"] = Argument(True, "tests: no compile (the same kernels, eagerly, on both paths)")
@@ -56,10 +56,10 @@ async def _engine(profile: EngineProfile, folder: Path, home: Path, eager: bool 
         spec["num_speculative_tokens_per_batch_size"] = [[1, 1 << 16, spec["num_speculative_tokens"]]]
         args["speculative_config"] = Argument(spec, "tests: drafts at every load")
     env = {**config.env, ROW_EXACT_ENV: Argument("all", "tests: batch as if alone")}
-    if profile.name == "optimized" and not row_exact_env():  # GEMMA_CHAT_FORCE_ROW_EXACT=off: must fail
+    if path.name == "optimized" and not row_exact_env():  # GEMMA_CHAT_FORCE_ROW_EXACT=off: must fail
         env = {**env, ROW_EXACT_ENV: Argument("off", "forced off: verify as 673d4af did")}
     config = replace(config, args=args, env=env)
-    log = home / "logs" / f"real-{profile.name}.log"
+    log = home / "logs" / f"real-{path.name}.log"
     engine = VllmEngine(source, config, log_path=log)
     with capture_stderr(log):
         await engine.start()
@@ -99,10 +99,10 @@ async def _speculative_differences(
     eager: bool = False,
 ) -> tuple[list[str], str]:
     """Run ``prompts`` at once on the optimized path (drafting at every load) and compare."""
-    shipped = engine_config(EngineProfile.optimized(), resolve(str(folder)), SETTINGS)
+    shipped = engine_config(EnginePath.optimized(), resolve(str(folder)), SETTINGS)
     if row_exact_env():  # the optimized path verifies row-exactly whenever it drafts
         assert shipped.env[ROW_EXACT_ENV].value == 1
-    optimized = await _engine(EngineProfile.optimized(), folder, home, eager)
+    optimized = await _engine(EnginePath.optimized(), folder, home, eager)
     try:
         finished = await _finished(optimized, prompts, "opt-", tokens)
     finally:
@@ -121,7 +121,7 @@ async def _speculative_differences(
 async def test_corpus_identical_with_speculation(real_weights: Path, gemma_home: Path) -> None:
     corpus = load_prompt_set("real_parity_corpus.json")
     assert len(corpus) >= 50
-    baseline = await _engine(EngineProfile.baseline(), real_weights, gemma_home)
+    baseline = await _engine(EnginePath.baseline(), real_weights, gemma_home)
     try:
         long_prompt = next(p for p in corpus if p.id == "long-context")
         assert baseline.render(long_prompt.messages()).token_count > 512  # past the sliding window

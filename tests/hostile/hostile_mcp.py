@@ -63,7 +63,7 @@ def call_result(mode: str, log_dir: str) -> str:
 def many_tools_turn(log_dir: str, model_dir: str) -> str:
     """A two-word prompt with 500 MCP tools offered, on a 4,096-token window: the turn is refused
     before it is sent, and the message must blame the declarations, not the prompt."""
-    from backend.chat.turn import FixedPrompt, TurnOptions, TurnPipeline
+    from backend.chat.pipeline import FixedPrompt, TurnOptions, TurnPipeline
     from backend.config.settings import Settings
     from backend.engine.protocol import EngineInfo, PathEngine, SamplingSettings
     from backend.gemma4.messages import ChatMessage, PromptRenderer

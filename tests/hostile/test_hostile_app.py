@@ -56,8 +56,8 @@ async def test_app_engine_dying_mid_stream_keeps_the_partial_reply(tmp_path: Pat
 
     created: list[FakeEngine] = []
 
-    def factory(profile: str) -> FakeEngine:
-        created.append(Dying(profile) if not created else FakeEngine(profile))
+    def factory(path: str) -> FakeEngine:
+        created.append(Dying(path) if not created else FakeEngine(path))
         return created[-1]
 
     app, _ = make_app(tmp_path, factory)
@@ -120,7 +120,7 @@ def test_a_bad_config_file_stops_a_command_with_its_name(tmp_path: Path) -> None
 
     (tmp_path / "config").mkdir()
     (tmp_path / "config" / "config.toml").write_text('[tools]\nallowed_dir = ["/srv/safe"]\n')
-    result = _gemma_chat("profiles", "--demo", env={"GEMMA_CHAT_HOME": str(tmp_path)})
+    result = _gemma_chat("paths", "--demo", env={"GEMMA_CHAT_HOME": str(tmp_path)})
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "config.toml: [tools] allowed_dir is not a setting" in result.stderr
     assert "Did you mean allowed_dirs?" in result.stderr

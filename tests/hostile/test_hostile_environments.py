@@ -66,7 +66,7 @@ def test_the_command_line_makes_its_output_tolerant_before_anything(latin_env: d
     (the value), and is still printed, naming the variable (not a codec error)."""
     env = latin_env | {"GEMMA_CHAT_FORCE_HOST_MEMORY_GIB": "16\u2026"}
     done = subprocess.run(
-        [sys.executable, "-m", "app.cli", "profiles"], env=env, capture_output=True, timeout=120, cwd=ROOT
+        [sys.executable, "-m", "app.cli", "paths"], env=env, capture_output=True, timeout=120, cwd=ROOT
     )
     text = done.stderr.decode("latin-1")
     assert done.returncode == 2, text
@@ -153,7 +153,7 @@ def test_ask_answers_in_a_latin_locale(latin_env: dict[str, str], tmp_path: Path
     first progress line ("starting … engine on demo …\u2026"), exit 2. Now it answers, exit 0."""
     env = latin_env | {"GEMMA_CHAT_HOME": str(tmp_path)}
     done = subprocess.run(
-        [sys.executable, "-m", "app.cli", "ask", "--demo", "--profile", "eager", "--max-tokens", "8", "def"],
+        [sys.executable, "-m", "app.cli", "ask", "--demo", "--path", "eager", "--max-tokens", "8", "def"],
         env=env,
         capture_output=True,
         timeout=300,

@@ -30,8 +30,8 @@ def test_control_characters_become_visible_and_lines_stay() -> None:
 
 
 async def test_the_chat_app_draws_no_escape_from_a_reply(tmp_path: Path) -> None:
-    def factory(profile: str) -> FakeEngine:
-        return FakeEngine(profile, reply=HOSTILE.replace(" ", "_"))
+    def factory(path: str) -> FakeEngine:
+        return FakeEngine(path, reply=HOSTILE.replace(" ", "_"))
 
     app, _ = make_app(tmp_path, factory)
     async with app.run_test(size=(120, 40)) as pilot:

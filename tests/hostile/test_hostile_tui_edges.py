@@ -22,8 +22,8 @@ CALC = format_call("calculator", {"expression": "6*7"}) + "<|tool_response>"
 
 
 def _scripted(**scripts: list[str]):  # type: ignore[no-untyped-def]
-    def factory(profile: str) -> FakeEngine:
-        return FakeEngine(profile, script=list(scripts.get(profile, [])))
+    def factory(path: str) -> FakeEngine:
+        return FakeEngine(path, script=list(scripts.get(path, [])))
 
     return factory
 
@@ -76,7 +76,7 @@ async def test_a_server_without_tokenize_is_named_in_a_notice(tmp_path: Path) ->
     from tests.support.remote_standin import DEMO_MODEL, Script, Standin
 
     with Standin(Script(tokenize="missing")) as standin:
-        app, _ = make_app(tmp_path, lambda profile: RemoteEngine(standin.url, DEMO_MODEL))  # type: ignore[arg-type,return-value]
+        app, _ = make_app(tmp_path, lambda path: RemoteEngine(standin.url, DEMO_MODEL))  # type: ignore[arg-type,return-value]
         async with app.run_test() as pilot:
             await wait_until(pilot, lambda: app.query_one(StatusBar).context_window == 4096)
             await pilot.pause(0.2)

@@ -12,12 +12,12 @@ import pytest
 import torch
 
 from backend.compat import cpu_linear
-from backend.config.paths import KERNELS_ENV
+from backend.config.locations import KERNELS_ENV
 from backend.config.settings import EngineSettings
 from backend.engine.local.log import capture_stderr
 from backend.engine.local.vllm import VllmEngine
 from backend.engine.model.source import ModelSource
-from backend.engine.paths.profiles import Argument, EngineProfile, engine_config
+from backend.engine.paths.engine_args import Argument, EnginePath, engine_config
 from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
 from backend.gemma4.messages import ChatMessage, PromptRenderer
 from backend.kernels import bf16_linear
@@ -152,11 +152,11 @@ def test_vllm_layers_on_the_pytorch_fallback_get_the_kernel(
 
 def test_only_the_optimized_path_asks_for_it(tiny_source: ModelSource) -> None:
     settings = EngineSettings(dtype="bfloat16")
-    optimized = engine_config(EngineProfile.optimized(), tiny_source, settings)
+    optimized = engine_config(EnginePath.optimized(), tiny_source, settings)
     assert Path(optimized.env[CPU_LINEAR_ENV].value).is_file()
     assert "bit-identical" in optimized.env[CPU_LINEAR_ENV].reason
-    for profile in (EngineProfile.baseline(), EngineProfile.eager()):
-        assert CPU_LINEAR_ENV not in engine_config(profile, tiny_source, settings).env
+    for path in (EnginePath.baseline(), EnginePath.eager()):
+        assert CPU_LINEAR_ENV not in engine_config(path, tiny_source, settings).env
 
 
 @pytest.mark.engine
@@ -167,28 +167,28 @@ async def test_in_vllm_the_kernel_gives_the_baselines_tokens(
     settings = EngineSettings(dtype="bfloat16", max_model_len=2048, kv_cache_gib=1, speculation="none")
     eager = Argument(True, "tests: a quicker start; both engines alike")
     outputs: dict[str, list[list[int]]] = {}
-    for profile in (EngineProfile.baseline(), EngineProfile.optimized()):
-        config = engine_config(profile, tiny_source, settings)
+    for path in (EnginePath.baseline(), EnginePath.optimized()):
+        config = engine_config(path, tiny_source, settings)
         config = replace(config, args={**config.args, "enforce_eager": eager})
-        if profile.name == "optimized":  # the tiny checkpoint's layers are under the size threshold
+        if path.name == "optimized":  # the tiny checkpoint's layers are under the size threshold
             every = Argument(0, "tests: every bfloat16 layer through the kernel")
             config = replace(config, env={**config.env, bf16_linear.MIN_WEIGHTS_ENV: every})
-        log = gemma_home / "logs" / f"kernel-{profile.name}.log"
+        log = gemma_home / "logs" / f"kernel-{path.name}.log"
         engine = VllmEngine(tiny_source, config, log_path=log)
         with capture_stderr(log):  # the engine's processes log to the fd 2 they start with
             await engine.start()
         try:
             renderer = PromptRenderer.for_model(str(tiny_source.path))
-            outputs[profile.name] = []
+            outputs[path.name] = []
             for i, text in enumerate(("Hello there", "Write a haiku about rivers.", "List three primes.")):
                 prompt = renderer.render([ChatMessage("user", text)]).text
                 sampling = SamplingSettings(max_tokens=24, ignore_eos=True)
                 request = EngineRequest(f"k{i}", prompt, sampling=sampling)
                 final = [event async for event in engine.stream(request)][-1]
                 assert isinstance(final, Finished), final
-                outputs[profile.name].append(list(final.token_ids))
+                outputs[path.name].append(list(final.token_ids))
         finally:
             await engine.shutdown()
         used = "gemma-chat bf16 linear kernel: in use" in log.read_text()
-        assert used is (profile.name == "optimized"), profile.name
+        assert used is (path.name == "optimized"), path.name
     assert outputs["optimized"] == outputs["baseline"]

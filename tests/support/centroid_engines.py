@@ -15,7 +15,7 @@ from backend.config.settings import EngineSettings
 from backend.engine.local.log import capture_stderr
 from backend.engine.local.vllm import VllmEngine
 from backend.engine.model.source import resolve
-from backend.engine.paths.profiles import Argument, EngineProfile, engine_config
+from backend.engine.paths.engine_args import Argument, EnginePath, engine_config
 from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
 from backend.gemma4.messages import ChatMessage, PromptRenderer
 
@@ -28,10 +28,10 @@ async def main(model: str, log_dir: Path) -> dict[str, object]:
     renderer = PromptRenderer.for_model(str(source.path))
     eager = Argument(True, "tests: a quicker start; both engines alike")
     found: dict[str, object] = {}
-    for profile in (EngineProfile.baseline(), EngineProfile.optimized()):
-        config = engine_config(profile, source, SETTINGS)
+    for path in (EnginePath.baseline(), EnginePath.optimized()):
+        config = engine_config(path, source, SETTINGS)
         config = replace(config, args={**config.args, "enforce_eager": eager})
-        log = log_dir / f"centroid-{profile.name}.log"
+        log = log_dir / f"centroid-{path.name}.log"
         engine = VllmEngine(source, config, log_path=log)
         with capture_stderr(log):
             await engine.start()
@@ -48,7 +48,7 @@ async def main(model: str, log_dir: Path) -> dict[str, object]:
                 drafted += final.metrics.drafted_tokens or 0
         finally:
             await engine.shutdown()
-        found[profile.name] = {
+        found[path.name] = {
             "tokens": tokens,
             "drafted": drafted,
             "speculative": "speculative_config" in config.args,

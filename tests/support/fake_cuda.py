@@ -280,16 +280,16 @@ def _ablation(source: Any, settings: Any, plan: Any) -> dict[str, Any]:
 
     from backend.bench.ablation import ablations
     from backend.bench.hardware import this_card
-    from backend.engine.paths.profiles import EngineProfile, engine_config
+    from backend.engine.paths.engine_args import EnginePath, engine_config
 
-    def config(profile: Any, chosen: Any = settings) -> Any:
-        return engine_config(profile, source, chosen, 1, plan)
+    def config(path: Any, chosen: Any = settings) -> Any:
+        return engine_config(path, source, chosen, 1, plan)
 
     plain = settings.model_copy(update={"speculation": "none"})
     found = ablations(
-        config(EngineProfile.baseline()),
-        config(EngineProfile.optimized()),
-        config(EngineProfile.optimized(), plain),
+        config(EnginePath.baseline()),
+        config(EnginePath.optimized()),
+        config(EnginePath.optimized(), plain),
     )
     parts: dict[str, Any] = {}
     for part in found:
@@ -309,8 +309,8 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     from backend.engine.argument import Argument
     from backend.engine.gpu.card import GpuRefused, detect_gpu
     from backend.engine.model.source import resolve
+    from backend.engine.paths.engine_args import EnginePath, engine_config
     from backend.engine.paths.placement import plan_for
-    from backend.engine.paths.profiles import EngineProfile, engine_config
 
     out: dict[str, Any] = {}
     gpu = detect_gpu()
@@ -326,7 +326,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     assert plan is not None
     out["mode"], out["shares"] = plan.mode, plan.shares
     measured = spec.get("measured_attention")
-    if measured:  # what `profiles --measure` stores where FlashAttention for the sliding layers won
+    if measured:  # what `paths --measure` stores where FlashAttention for the sliding layers won
         from backend.engine.speculation.choice import ProbeRun, SpeculationChoice, choice_key
         from backend.engine.speculation.kept import store_choice
 
@@ -335,7 +335,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         store_choice(choice_key(source, settings, True), choice)
     if spec.get("engine", True):
         for name in ("baseline", "optimized"):
-            config = engine_config(EngineProfile.named(name), source, settings, 1, plan)
+            config = engine_config(EnginePath.named(name), source, settings, 1, plan)
             if spec.get("attention") and name == "optimized":
                 extra = Argument(spec["attention"], "a measured-choice candidate")
                 config = replace(config, args={**config.args, "attention_config": extra})

@@ -30,7 +30,7 @@ from backend.gemma4.messages import ChatMessage, RenderedPrompt
 
 @dataclass
 class FakeEngine:
-    profile: str
+    path: str
     reply: str = "Hello from the fake engine.\n\n```python\nprint('hi')\n```"
     delay_s: float = 0.01
     start_delay_s: float = 0.0
@@ -55,9 +55,7 @@ class FakeEngine:
 
             raise EngineStartFailed(self.fail_start)
         self.started = True
-        return EngineInfo(
-            f"fake-{self.profile}", self.max_model_len, self.modalities, {"profile": self.profile}
-        )
+        return EngineInfo(f"fake-{self.path}", self.max_model_len, self.modalities, {"path": self.path})
 
     def render(
         self, messages: list[ChatMessage], tools: list[dict[str, Any]] | None = None, *, think: bool = False
@@ -98,7 +96,7 @@ class FakeEngine:
         yield Finished(rid, text, tuple(ids), self._metrics(request, len(ids)), "stop")
 
     def _metrics(self, request: EngineRequest, generated: int) -> TurnMetrics:
-        speed = 40.0 if self.profile == "baseline" else 100.0
+        speed = 40.0 if self.path == "baseline" else 100.0
         # the optimized path's steps as the engine reports them: the first token alone, then one
         # accepted draft and the target's token a step (half its drafts accepted)
         steps = (1, *[2] * ((generated - 1) // 2), *[1] * ((generated - 1) % 2)) if generated else ()
@@ -111,10 +109,10 @@ class FakeEngine:
             decode_tokens_per_s=speed,
             rolling_decode_tokens_per_s=speed,
             e2e_s=0.05 + generated / speed,
-            drafted_tokens=accepted * 2 if self.profile == "optimized" else None,
-            accepted_tokens=accepted if self.profile == "optimized" else None,
+            drafted_tokens=accepted * 2 if self.path == "optimized" else None,
+            accepted_tokens=accepted if self.path == "optimized" else None,
             kv_cache_usage=0.01,
-            step_tokens=tuple((size, size - 1) for size in steps) if self.profile == "optimized" else None,
+            step_tokens=tuple((size, size - 1) for size in steps) if self.path == "optimized" else None,
         )
 
     async def abort(self, request_id: str) -> None:

@@ -21,9 +21,9 @@ def make_app(
 ) -> tuple[GemmaChatApp, dict[str, FakeEngine]]:
     engines: dict[str, FakeEngine] = {}
 
-    def default(profile: str) -> FakeEngine:
-        engines[profile] = FakeEngine(profile)
-        return engines[profile]
+    def default(path: str) -> FakeEngine:
+        engines[path] = FakeEngine(path)
+        return engines[path]
 
     config = Settings(data_dir=tmp_path, **settings)  # type: ignore[arg-type]
     return GemmaChatApp(config, factory or default, "fake-model"), engines

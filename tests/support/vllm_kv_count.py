@@ -32,8 +32,8 @@ def counts(model: Path) -> dict[str, Any]:
 
     from backend.config.settings import EngineSettings
     from backend.engine.model.source import resolve
+    from backend.engine.paths.engine_args import EnginePath, engine_config
     from backend.engine.paths.placement import plan_for
-    from backend.engine.paths.profiles import EngineProfile, engine_config
 
     source, settings = resolve(str(model)), EngineSettings()
     plan = plan_for(source, settings)
@@ -41,7 +41,7 @@ def counts(model: Path) -> dict[str, Any]:
     kinds = text["layer_types"][: len(text["layer_types"]) - text["num_kv_shared_layers"]]
     out: dict[str, Any] = {}
     for name in ("baseline", "optimized"):
-        config = engine_config(EngineProfile.named(name), source, settings, 1, plan)
+        config = engine_config(EnginePath.named(name), source, settings, 1, plan)
         built = AsyncEngineArgs(**config.engine_kwargs(), skip_tokenizer_init=True).create_engine_config()
         block = built.cache_config.block_size
         specs: dict[str, Any] = {}

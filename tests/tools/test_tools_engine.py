@@ -191,7 +191,7 @@ async def test_an_mcp_image_result_goes_to_the_model_in_its_tool_response(
     import sys
     from dataclasses import replace
 
-    from backend.chat.turn import FixedPrompt, TurnOptions, TurnPipeline
+    from backend.chat.pipeline import FixedPrompt, TurnOptions, TurnPipeline
     from backend.config.settings import McpServerSettings
     from backend.engine.protocol import PathEngine
     from backend.tools.mcp.host import McpHost

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 from textual.containers import VerticalScroll
 from textual.widgets import Button
 
-from app.tui import turns
+from app.tui import turn_runs
 from app.tui.widgets.earlier_button import SHOWN_PAGE, EarlierButton, label
 from backend.chat.conversation import Conversation, Turn
 
@@ -38,7 +38,7 @@ class EarlierActions:
         held = self.conversation.turns
         shown = held[-SHOWN_PAGE:]
         self._first_shown = shown[0] if len(shown) < len(held) or self.conversation.earlier else None
-        widgets: list[Any] = [turns.turn_view(t) for t in shown]
+        widgets: list[Any] = [turn_runs.turn_view(t) for t in shown]
         if self._first_shown is not None:
             widgets.insert(0, EarlierButton(len(held) - len(shown), self.conversation.earlier))
         await view.mount_all(widgets)
@@ -55,7 +55,7 @@ class EarlierActions:
         start = max(first - SHOWN_PAGE, 0)
         self._first_shown = held[start] if start or self.conversation.earlier else None
         await self.messages_view.mount_all(
-            [turns.turn_view(t) for t in held[start:first]], after=event.button
+            [turn_runs.turn_view(t) for t in held[start:first]], after=event.button
         )
         if self._first_shown is None:
             await event.button.remove()

@@ -10,13 +10,15 @@ from typing import Any, Protocol
 from textual import work
 
 from app.tui.widgets.status_bar import StatusBar
+from backend.engine.paths.values import COMPARED
 from backend.engine.protocol import EngineInfo
 from backend.engine.remote.server_http import remote_label
 from backend.engine.session.pool import SETTLED, EnginePool, EngineState
 from backend.engine.session.swap import path_note
 from backend.errors import GemmaChatError
 
-PATHS = ("optimized", "baseline")
+PATHS: tuple[str, ...] = (COMPARED[1], COMPARED[0])
+"""What F2 cycles through: the compared pair, the optimized path first."""
 
 
 class EngineHost(Protocol):
@@ -31,7 +33,7 @@ class EngineHost(Protocol):
     def notify(self, message: str, *, severity: str = ..., timeout: float | None = ...) -> None: ...
     def start_engine(self, path: str) -> Any: ...
     def _tick(self) -> None: ...
-    def _speculation_settled(self, profile: str, info: EngineInfo) -> None: ...
+    def _speculation_settled(self, path: str, info: EngineInfo) -> None: ...
 
 
 class EngineActions:
@@ -45,29 +47,29 @@ class EngineActions:
                 await target.engine.start()  # swap mode: F2 swaps now (after a running turn)
 
     def _engine_changed(self: EngineHost, state: EngineState) -> None:
-        if state.profile == self.path:
+        if state.path == self.path:
             self._tick()
         if state.stage == "failed":
-            self.notify(f"{state.profile} engine: {state.detail}", severity="error", timeout=15)
+            self.notify(f"{state.path} engine: {state.detail}", severity="error", timeout=15)
         if state.info is not None and state.detail == SETTLED:
-            self._speculation_settled(state.profile, state.info)
+            self._speculation_settled(state.path, state.info)
         elif state.info is not None:
             self.status.context_window = state.info.max_model_len
             if state.stage == "ready" and state.info.start_note:
-                note = f"{state.profile} engine: {state.info.start_note}"
+                note = f"{state.path} engine: {state.info.start_note}"
                 self.notify(note, severity="warning", timeout=15)
             if state.stage == "ready" and state.info.engine_args.get("tokenizer_check"):
                 server = state.info.engine_args.get("server")
                 self.notify(f"{server} has no /tokenize: the check that it serves this model was skipped.")
 
-    def _speculation_settled(self: EngineHost, profile: str, info: EngineInfo) -> None:
+    def _speculation_settled(self: EngineHost, path: str, info: EngineInfo) -> None:
         """The engine's speculation, measured when idle, is applied from the next reply on: said once."""
         if info.speculation:
             self.notify(
-                f"{profile} engine: speculation measured when idle: {info.speculation}; applied from now on."
+                f"{path} engine: speculation measured when idle: {info.speculation}; applied from now on."
             )
         elif info.start_note:
-            self.notify(f"{profile} engine: {info.start_note}", severity="warning", timeout=15)
+            self.notify(f"{path} engine: {info.start_note}", severity="warning", timeout=15)
 
     def _tick(self: EngineHost) -> None:
         state = self.pool.state(self.path)
@@ -85,7 +87,7 @@ class EngineActions:
         else:
             args = state.info.engine_args if state.info is not None else {}
             measured = (state.info.speculation if state.info else None, self.pool.swapper is not None)
-            detail = remote_label(args) or path_note(state.profile, args, measured[1], measured[0])
+            detail = remote_label(args) or path_note(state.path, args, measured[1], measured[0])
             self.status.engine, self.status.engine_detail = state.stage, detail
 
     def action_toggle_path(self: EngineHost) -> None:

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from app.tui.widgets.compare_view import CompareView
 from app.tui.widgets.message_view import MessageView
 from backend.chat.conversation import Conversation
-from backend.chat.turn import TurnPipeline
+from backend.chat.pipeline import TurnPipeline
 from backend.engine.session.pool import EnginePool
 
 SIGNALS = {signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP", signal.SIGINT: "SIGINT"}

@@ -11,7 +11,7 @@ from textual.app import SystemCommand
 
 from app.tui.screens.approval import ApprovalScreen
 from app.tui.untrusted import escaped
-from backend.config import paths
+from backend.config import locations
 from backend.config.settings import APPROVAL_POLICIES, ApprovalPolicy, Settings
 from backend.errors import GemmaChatError
 from backend.gemma4.tool_call import ToolCall
@@ -53,7 +53,7 @@ class ToolActions:
         if not self.settings.tools.enabled:
             return None
         try:
-            host = mcp_host(self.settings, paths.logs_dir())
+            host = mcp_host(self.settings, locations.logs_dir())
         except GemmaChatError as error:
             self.call_later(self.notify, f"MCP servers not started: {error}", severity="error", timeout=15)
             return None

@@ -1,6 +1,6 @@
 """The CPU classes gemma-chat's machines come in, and what the optimized path adds on each.
 
-The class is read from the CPU's flags (``backend.provenance.cpu_flags``); ``profiles`` prints
+The class is read from the CPU's flags (``backend.provenance.cpu_flags``); ``paths`` prints
 the table with this machine's row marked, so a user (or a figure's reader) knows which parts of
 the optimized path a measurement on this machine could show.
 """
@@ -23,7 +23,7 @@ EVERY_CPU = (
     "speculation decided at its first start by measuring 0–4 drafts on the engine itself (a model "
     "too slow for that, such as E2B on a few cores: predicted from measured step costs and "
     "acceptance, then checked against your first replies), kept only where it pays "
-    "(`profiles --measure` measures fully, drafts by load included), and verified "
+    "(`paths --measure` measures fully, drafts by load included), and verified "
     "row-exactly: a linear layer whose matmul rounds differently with more rows (checked at load) "
     "computes a verifying step's rows one at a time, so the tokens are the baseline's"
 )

@@ -15,20 +15,20 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from backend.config import cache_json, paths
+from backend.config import cache_json, locations
 from backend.engine.model.footprint import GIB, Size
 
 FILE_NAME = "engine-footprints.json"
 
 
-def key(model: Path, drafter: Path | None, profile: str, kv_bytes: int) -> str:
+def key(model: Path, drafter: Path | None, path: str, kv_bytes: int) -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
         vllm = version("vllm")
     except PackageNotFoundError:
         vllm = "?"
-    parts = [profile, str(kv_bytes), vllm]
+    parts = [path, str(kv_bytes), vllm]
     for directory in (model, drafter):
         if directory is not None:
             files = sorted(directory.glob("*.safetensors"))
@@ -37,7 +37,7 @@ def key(model: Path, drafter: Path | None, profile: str, kv_bytes: int) -> str:
 
 
 def records_file() -> Path:
-    return paths.cache_dir() / FILE_NAME
+    return locations.cache_dir() / FILE_NAME
 
 
 def machine_bytes() -> int:
@@ -64,7 +64,7 @@ def record(entry: str, resident_bytes: int) -> None:
         cache_json.write_object(path, doc)
 
 
-def engine_key(engine_kwargs: dict[str, object], profile: str) -> str | None:
+def engine_key(engine_kwargs: dict[str, object], path: str) -> str | None:
     """``key`` for an engine from its vLLM arguments; None where it is no CPU engine (a GPU's)."""
     kv = engine_kwargs.get("kv_cache_memory_bytes")
     if not isinstance(kv, int):
@@ -72,14 +72,14 @@ def engine_key(engine_kwargs: dict[str, object], profile: str) -> str | None:
     spec = engine_kwargs.get("speculative_config")
     drafter = spec.get("model") if isinstance(spec, dict) else None
     return key(
-        Path(str(engine_kwargs["model"])), Path(drafter) if isinstance(drafter, str) else None, profile, kv
+        Path(str(engine_kwargs["model"])), Path(drafter) if isinstance(drafter, str) else None, path, kv
     )
 
 
-def remember(engine_kwargs: dict[str, object], profile: str, spawned: list[Any]) -> None:
+def remember(engine_kwargs: dict[str, object], path: str, spawned: list[Any]) -> None:
     """Record a ready CPU engine's footprint: its processes' (``spawned``) anonymous resident memory."""
     from backend.engine.cpu.processes import resident_anon_bytes
 
-    entry = engine_key(engine_kwargs, profile)
+    entry = engine_key(engine_kwargs, path)
     if entry is not None:
         record(entry, resident_anon_bytes(spawned))

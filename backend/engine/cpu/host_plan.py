@@ -4,7 +4,7 @@ Made before any engine starts, from the RAM available now and each path's footpr
 
 * ``side-by-side``: both engines fit at once (each engine's steady footprint, one start's
   transient on top, and the app's own growth as vLLM's front end loads);
-* ``swap``: one fits, two do not — F2, F3 and ``ask --profile compare`` stop one engine and start
+* ``swap``: one fits, two do not — F2, F3 and ``ask --path compare`` stop one engine and start
   the other (never timed; the status bar and the verdict say so);
 * refused: not even one engine's weights and KV cache fit (or a footprint measured here) — the
   message gives both numbers before minutes of loading.

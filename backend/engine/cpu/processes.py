@@ -43,7 +43,7 @@ DEAD = "The engine process stopped unexpectedly; restart the engine to continue.
 OUT_OF_MEMORY = (
     "The engine ran out of memory: the system's OOM killer ended it. Restart the engine to continue; "
     "close other programs first, or lower kv_cache_gib or max_model_len (on a CPU, "
-    '`gemma-chat profiles` shows the host-memory plan; engine.both_paths = "swap" keeps one engine '
+    '`gemma-chat paths` shows the host-memory plan; engine.both_paths = "swap" keeps one engine '
     "in memory at a time)."
 )
 

@@ -11,8 +11,8 @@ from backend.engine.gpu.memory_plan import MemoryPlan
 BATCH_INVARIANT_ENV = "VLLM_BATCH_INVARIANT"
 
 
-def gpu_arguments(plan: MemoryPlan, profile: str) -> dict[str, Argument]:
-    share = plan.share(profile)
+def gpu_arguments(plan: MemoryPlan, path: str) -> dict[str, Argument]:
+    share = plan.share(path)
     if plan.mode == "swap":
         why = "the whole setting: this engine is alone on the GPU (the plan swaps engines)"
     else:

@@ -2,7 +2,7 @@
 only those that can start for this model in this environment, each one left out said with why.
 
 Said, not set: stock vLLM picks the backend; the optimized path changes it only where
-``profiles --measure`` found another faster with the same tokens."""
+``paths --measure`` found another faster with the same tokens."""
 
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ def vllm_attention(capability: tuple[int, int], fa4_available: bool | None = Non
 
 
 def expected_attention(capability: tuple[int, int], fa4_available: bool | None = None) -> str:
-    """vLLM's choice for the card, said with why (``profiles`` prints it). FlashInfer is said as
+    """vLLM's choice for the card, said with why (``paths`` prints it). FlashInfer is said as
     vLLM's CUDA build has it (its ``requirements/cuda.txt`` installs ``flashinfer-python``), with
     what this environment lacks for it."""
     backend = vllm_attention(capability, fa4_available)
@@ -124,7 +124,7 @@ def attention_candidates(
 ) -> AttentionCandidates:
     """On cards where vLLM runs Triton: FlashAttention for the sliding layers, and FlashInfer or
     FlexAttention for the full ones — FlashInfer only where its precompiled kernels are installed,
-    FlexAttention only for a model whose full layers it can start (``profiles --measure`` measures
+    FlexAttention only for a model whose full layers it can start (``paths --measure`` measures
     them, ``bench`` gives each its rows). None elsewhere: vLLM runs one fast backend on all layers."""
     if vllm_attention(capability, fa4_available) != "TRITON_ATTN":
         return AttentionCandidates(())

@@ -1,5 +1,5 @@
 """The GPU an engine would run on: its name, memory and compute capability — this machine's, read
-through vLLM's own platform, or one described on the command line (``profiles --gpu-memory``).
+through vLLM's own platform, or one described on the command line (``paths --gpu-memory``).
 
 Refusals that hold before any engine starts live here too: a card below compute capability 8.0
 (no bfloat16, where Gemma 4 is trained; vLLM would silently run float16) and float16 for Gemma 4.

@@ -100,8 +100,8 @@ class MemoryPlan:
             f"~{HOST_MARGIN_BYTES / GIB:.0f} GiB for the app and the active engine; {host}",
         ]
 
-    def share(self, profile: str) -> float:
-        return self.shares.get(profile, self.shares["optimized"])
+    def share(self, path: str) -> float:
+        return self.shares.get(path, self.shares["optimized"])
 
     def shares_text(self) -> str:
         shares = ", ".join(f"{name} {share:g}" for name, share in self.shares.items())
@@ -110,7 +110,7 @@ class MemoryPlan:
         )
 
     def lines(self) -> list[str]:
-        """The plan, for ``gemma-chat profiles``: the card, each path's needs, the mode and shares."""
+        """The plan, for ``gemma-chat paths``: the card, each path's needs, the mode and shares."""
         out = [
             f"GPU: {self.gpu.label()}",
             f"budget: {self.budget_bytes / GIB:.1f} GiB (gpu_memory_utilization {self.setting:g} of "

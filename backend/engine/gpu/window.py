@@ -138,20 +138,20 @@ def card_window(model: Path, dtype: str, plan: MemoryPlan) -> CardWindow:
     return min((_path_window(model, dtype, plan, name) for name in plan.footprints), key=lambda w: w.tokens)
 
 
-def kv_room(plan: MemoryPlan, profile: str) -> int:
-    """Bytes of ``profile``'s share left for its KV cache: the share less weights, drafter and
+def kv_room(plan: MemoryPlan, path: str) -> int:
+    """Bytes of ``path``'s share left for its KV cache: the share less weights, drafter and
     runtime (negative where they do not fit)."""
-    footprint = plan.footprints[profile]
+    footprint = plan.footprints[path]
     fixed = footprint.weights.bytes + footprint.runtime.bytes
     fixed += footprint.drafter.bytes if footprint.drafter is not None else 0
-    return int(plan.share(profile) * plan.gpu.total_bytes) - fixed
+    return int(plan.share(path) * plan.gpu.total_bytes) - fixed
 
 
-def _path_window(model: Path, dtype: str, plan: MemoryPlan, profile: str) -> CardWindow:
-    footprint = plan.footprints[profile]
-    share, total_bytes = plan.share(profile), plan.gpu.total_bytes
+def _path_window(model: Path, dtype: str, plan: MemoryPlan, path: str) -> CardWindow:
+    footprint = plan.footprints[path]
+    share, total_bytes = plan.share(path), plan.gpu.total_bytes
     most = model_max_len(model)
-    room = kv_room(plan, profile)
+    room = kv_room(plan, path)
     layers, in_flight = kv_layers(model, dtype), in_flight_tokens(plan.gpu)
 
     def fits(tokens: int) -> bool:
@@ -171,7 +171,7 @@ def _path_window(model: Path, dtype: str, plan: MemoryPlan, profile: str) -> Car
     need = vllm_kv_bytes(layers, tokens, in_flight)
     drafter = f" − drafter {footprint.drafter.gib:.1f}" if footprint.drafter is not None else ""
     arithmetic = (
-        f"the {profile} path's share {share:g} of {total_bytes / GIB:.0f} GiB = "
+        f"the {path} path's share {share:g} of {total_bytes / GIB:.0f} GiB = "
         f"{share * total_bytes / GIB:.1f} GiB − weights {footprint.weights.gib:.1f}{drafter} − runtime "
         f"{footprint.runtime.gib:.1f} (estimate) leaves {max(room, 0) / GIB:.1f} GiB for KV; vLLM counts "
         f"{need / GIB:.2f} GiB for a request of {tokens} tokens ({in_flight} in flight), "

@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from backend.config import paths
+from backend.config import locations
 
 LOW_BYTES = 16 * 2**20
 """Less free room than this is a full disk for an engine start (a log line, a cache entry)."""
@@ -26,7 +26,7 @@ def start_folders(log_path: Path | None) -> list[Path]:
     vllm_cache = os.environ.get("VLLM_CACHE_ROOT") or str(Path.home() / ".cache" / "vllm")
     found = [log_path.parent] if log_path is not None else []
     shared = [Path("/dev/shm")] if Path("/dev/shm").is_dir() else []  # vLLM's messages between processes
-    return [*found, paths.cache_dir(), Path(vllm_cache), Path(tempfile.gettempdir()), *shared]
+    return [*found, locations.cache_dir(), Path(vllm_cache), Path(tempfile.gettempdir()), *shared]
 
 
 def full_disk(folders: Iterable[Path], low_bytes: int = LOW_BYTES) -> str | None:

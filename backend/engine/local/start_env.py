@@ -17,7 +17,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from backend.config import paths
+from backend.config import locations
 from backend.config.cache_json import read_object, write_object
 
 FILE_NAME = "engine-env.json"
@@ -27,7 +27,7 @@ Changes = dict[str, str | None]
 
 class StartEnv:
     def __init__(self, path: Path | None = None) -> None:
-        self.path = path or paths.cache_dir() / FILE_NAME
+        self.path = path or locations.cache_dir() / FILE_NAME
 
     def _read(self) -> dict[str, Changes]:
         found: dict[str, Changes] = {}

@@ -30,7 +30,7 @@ from backend.engine.local.start_watch import end_all, watched
 from backend.engine.metrics import MetricsTracker
 from backend.engine.model.source import ModelSource
 from backend.engine.paths import compile_cache
-from backend.engine.paths.profiles import EngineConfig
+from backend.engine.paths.engine_args import EngineConfig
 from backend.engine.platform import cpu_build
 from backend.engine.protocol import (
     Cancelled,
@@ -135,7 +135,7 @@ class VllmEngine:
             self.info, self.reply_check, self.later = await when_idle.drafts_at_start(
                 self, self._stream, self.info, plan, prompts, say, self.measure
             )
-        footprints.remember(self.info.engine_args, self.config.profile.name, self._spawned)
+        footprints.remember(self.info.engine_args, self.config.path.name, self._spawned)
         say("ready")
         return self.info
 
@@ -169,7 +169,7 @@ class VllmEngine:
     @property
     def _env_key(self) -> str:
         """A path in this environment (two checkouts share the cache but not their libraries' paths)."""
-        return f"{sys.prefix}:{self.config.profile.name}:{self.config.profile.speculation}"
+        return f"{sys.prefix}:{self.config.path.name}:{self.config.path.speculation}"
 
     def prestart(self) -> None:
         """On the CPU build, start the engine core's interpreter now, so it imports torch and vLLM

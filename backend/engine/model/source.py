@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backend.assets import ASSETS, asset
-from backend.config import paths
+from backend.config import locations
 from backend.errors import ModelNotFound, NotACheckpoint
 
 DEFAULT_MODEL = "google/gemma-4-E2B-it"
@@ -152,7 +152,7 @@ def described_default_model() -> ModelSource:
     """Gemma 4 E2B and its drafter as the configs shipped in ``assets/`` describe them — no weights.
 
     For showing what each engine path would run before the 10 GB download; nothing can load it."""
-    root = paths.cache_dir() / "described" / DEFAULT_MODEL.replace("/", "--")
+    root = locations.cache_dir() / "described" / DEFAULT_MODEL.replace("/", "--")
     for folder, name in DESCRIBED_CONFIGS.items():
         (root / folder).mkdir(parents=True, exist_ok=True)
         (root / folder / "config.json").write_text(asset(name).read_text())
@@ -179,7 +179,7 @@ def generated_model(size: str, seed: int, name: str | None = None) -> ModelSourc
     from backend.checkpoints import make_checkpoint
     from backend.checkpoints.output_folder import done_filling, remove_own, start_filling
 
-    root = paths.generated_models_dir() / f"{size}-seed{seed}"
+    root = locations.generated_models_dir() / f"{size}-seed{seed}"
     if not (root / GENERATED_MANIFEST).is_file():
         partial = root.with_name(f"{root.name}.partial-{os.getpid()}")
         remove_own(partial, (GENERATED_MANIFEST,))  # only what gemma-chat made: else refused by name

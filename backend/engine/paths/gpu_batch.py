@@ -8,7 +8,7 @@ the card waits on memory and drafts are nearly free, with many it is compute-bou
 rejected draft is work thrown away. ``draft_schedule`` keeps the path's drafts up to
 ``FULL_DRAFTS_UP_TO`` running requests, one draft up to ``ONE_DRAFT_UP_TO``, none above (vLLM's
 ``num_speculative_tokens_per_batch_size``). Those thresholds are estimates from that reasoning;
-``profiles --measure`` measures them on the card (``backend.engine.probe.by_load``), and a
+``paths --measure`` measures them on the card (``backend.engine.probe.by_load``), and a
 measured schedule replaces them (``gpu_draft_schedule``). Tokens cannot move with them: drafts only
 decide how many tokens a step may accept.
 """
@@ -47,7 +47,7 @@ def gpu_draft_schedule(
     drafts: int, max_num_seqs: int, measured: SpeculationChoice | None
 ) -> tuple[list[list[int]], str]:
     """The optimized GPU engine's drafts by running requests, with why: measured by load where
-    ``profiles --measure`` did, else the estimated thresholds (``draft_schedule``)."""
+    ``paths --measure`` did, else the estimated thresholds (``draft_schedule``)."""
     if measured is not None and measured.method != "none" and measured.by_load is not None:
         steps = measured.by_load
         return vllm_schedule(steps, max_num_seqs), f"; by load, measured here: {describe_steps(steps)}"

@@ -67,12 +67,12 @@ def host_plan_for(source: ModelSource, settings: EngineSettings) -> HostPlan:
     window = cpu_window(source.path, settings.max_model_len)
     kv = int(cpu_kv_cache(settings.kv_cache_gib, source.path, window, settings.dtype, source.drafter).value)
     sizes = {}
-    for profile, drafter in (
+    for path, drafter in (
         ("baseline", None),
         ("optimized", source.drafter if uses_drafter(source, settings) else None),
     ):
-        entry = footprints.key(source.path, drafter, profile, kv)
-        sizes[profile] = footprints.recorded(entry) or estimated_footprint(
+        entry = footprints.key(source.path, drafter, path, kv)
+        sizes[path] = footprints.recorded(entry) or estimated_footprint(
             source.path, drafter, kv, settings.dtype
         )
     return plan_host(sizes, settings.both_paths, demo=source.name == DEMO_NAME)

@@ -1,6 +1,6 @@
-"""The speculative decoding each path's engine is started with: a profile's method (the MTP
+"""The speculative decoding each path's engine is started with: a path's method (the MTP
 drafter, else ngram where it may stand in), the optimized path's choice — forced by settings,
-decided at the first start on a CPU, measured by ``profiles --measure`` or the default on a GPU —
+decided at the first start on a CPU, measured by ``paths --measure`` or the default on a GPU —
 and on a CPU the schedule that stops drafting above a few running requests."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 from backend.config.settings import EngineSettings
 from backend.engine.model.source import ModelSource
-from backend.engine.paths.values import EngineProfile
+from backend.engine.paths.values import EnginePath
 from backend.engine.speculation.choice import AUTO_MOST_DRAFTS, SpeculationChoice, choice_key
 from backend.engine.speculation.first_start import DraftPlan
 from backend.engine.speculation.kept import stored_choice
@@ -19,20 +19,20 @@ Speculative = tuple[dict[str, Any], str] | None
 
 
 def speculative(
-    profile: EngineProfile, source: ModelSource, gpu: bool = False
+    path: EnginePath, source: ModelSource, gpu: bool = False
 ) -> tuple[dict[str, Any], str] | None:
-    if profile.speculation == "none":
+    if path.speculation == "none":
         return None
-    if profile.speculation == "mtp" and source.drafter is not None:
-        spec = {"model": str(source.drafter), "num_speculative_tokens": profile.num_speculative_tokens}
+    if path.speculation == "mtp" and source.drafter is not None:
+        spec = {"model": str(source.drafter), "num_speculative_tokens": path.num_speculative_tokens}
         return spec, f"MTP drafter {source.drafter.name}: exact, speeds up one request"
-    if profile.speculation == "mtp" and gpu:
+    if path.speculation == "mtp" and gpu:
         return None  # no silent ngram on a GPU: it turns async scheduling off, so can lose to the baseline
     # ngram asked for by name keeps its count; as the drafter's stand-in it drafts at least 4
-    drafts = profile.num_speculative_tokens
+    drafts = path.num_speculative_tokens
     spec = {
         "method": "ngram",
-        "num_speculative_tokens": drafts if profile.speculation == "ngram" else max(drafts, 4),
+        "num_speculative_tokens": drafts if path.speculation == "ngram" else max(drafts, 4),
         "prompt_lookup_min": 2,
         "prompt_lookup_max": 5,
     }
@@ -46,7 +46,7 @@ def measured_speculative(
     """The speculative config a measured choice stands for (None: measured slower than none)."""
     if choice.method == "none":
         return None
-    measured = EngineProfile("optimized", "measured", choice.method, choice.drafts)  # type: ignore[arg-type]
+    measured = EnginePath("optimized", "measured", choice.method, choice.drafts)  # type: ignore[arg-type]
     spec = speculative(measured, source, gpu)
     if spec is None:
         return None
@@ -65,7 +65,7 @@ def optimized_speculation(
         return None, ("speculation off (settings: speculation = none)",), None, None
     if settings.speculation != "auto":
         method = settings.speculation
-        forced = EngineProfile("optimized", "settings", method, settings.draft_tokens)
+        forced = EnginePath("optimized", "settings", method, settings.draft_tokens)
         return (
             speculative(forced, source, gpu),
             (f"speculation set in settings: {method} with {settings.draft_tokens} drafts",),
@@ -80,7 +80,7 @@ def optimized_speculation(
             drafter = choice.method  # a full probe may have found ngram faster than the drafter
         most = max(AUTO_MOST_DRAFTS, choice.drafts if choice is not None else 0)
         plan = DraftPlan(drafter, most, key, CPU_SPECULATION_MAX_BATCH)
-        spec = speculative(EngineProfile("optimized", "auto", drafter, most), source, gpu)  # type: ignore[arg-type]
+        spec = speculative(EnginePath("optimized", "auto", drafter, most), source, gpu)  # type: ignore[arg-type]
         note = (
             choice.verdict() + choice.by_load_text(figures=False) if choice is not None else FIRST_START_NOTE
         )
@@ -99,11 +99,11 @@ def optimized_speculation(
             None,
             None,
         )
-    default = EngineProfile("optimized", "default", "mtp", settings.draft_tokens)
+    default = EnginePath("optimized", "default", "mtp", settings.draft_tokens)
     return (
         speculative(default, source, gpu),
         (
-            "speculation not measured for this model here: `gemma-chat profiles --measure` picks it "
+            "speculation not measured for this model here: `gemma-chat paths --measure` picks it "
             "(and, on cards where vLLM runs Gemma 4 on Triton, the attention backend per layer kind)",
         ),
         None,

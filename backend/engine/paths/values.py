@@ -1,10 +1,10 @@
-"""The engine paths as immutable values: ``EngineProfile`` (what a path is: baseline, optimized,
+"""The engine paths as immutable values: ``EnginePath`` (what a path is: baseline, optimized,
 eager) and ``EngineConfig`` (what one engine of it is started with — vLLM arguments and process
-environment, each with its reason). Built by ``backend.engine.paths.profiles.engine_config``.
+environment, each with its reason). Built by ``backend.engine.paths.engine_args.engine_config``.
 
 * ``baseline``: vLLM as it ships for this model on this hardware — the engine's own
   defaults (compilation, and CUDA graphs on a GPU), no speculative decoding.
-* ``optimized``: what gemma-chat adds on top (see ``EngineProfile.optimized``).
+* ``optimized``: what gemma-chat adds on top (see ``EnginePath.optimized``).
 * ``eager``: the baseline without compilation, for diagnosis only (its kernels are not
   the baseline's, so no parity promise is made against it).
 """
@@ -18,13 +18,15 @@ from backend.engine.argument import Argument
 from backend.engine.paths.compile_cache import with_graph_key
 from backend.engine.speculation.first_start import DraftPlan
 
-ProfileName = Literal["baseline", "optimized", "eager"]
-PROFILE_NAMES: tuple[ProfileName, ...] = ("baseline", "optimized", "eager")
+PathName = Literal["baseline", "optimized", "eager"]
+PATH_NAMES: tuple[PathName, ...] = ("baseline", "optimized", "eager")
+COMPARED: tuple[PathName, PathName] = ("baseline", "optimized")
+"""The compared pair: compare mode (F3, ``ask --path compare``), bench, and the verdict between them."""
 
 
 @dataclass(frozen=True)
-class EngineProfile:
-    name: ProfileName
+class EnginePath:
+    name: PathName
     summary: str
     speculation: Literal["none", "mtp", "ngram"] = "none"
     num_speculative_tokens: int = 0
@@ -37,11 +39,11 @@ class EngineProfile:
             raise ValueError(f"num_speculative_tokens must be 1..8, got {self.num_speculative_tokens}")
 
     @classmethod
-    def baseline(cls) -> EngineProfile:
+    def baseline(cls) -> EnginePath:
         return cls("baseline", "stock vLLM: the engine's defaults, no speculative decoding")
 
     @classmethod
-    def optimized(cls) -> EngineProfile:
+    def optimized(cls) -> EnginePath:
         return cls(
             "optimized",
             "gemma-chat's additions: speculative decoding where it pays (Gemma 4's MTP drafter; without "
@@ -53,13 +55,13 @@ class EngineProfile:
         )
 
     @classmethod
-    def eager(cls) -> EngineProfile:
+    def eager(cls) -> EnginePath:
         return cls("eager", "baseline without torch.compile (diagnosis only)", enforce_eager=True)
 
     @classmethod
-    def named(cls, name: str) -> EngineProfile:
-        if name not in PROFILE_NAMES:
-            raise ValueError(f"unknown profile {name!r}: choose one of {', '.join(PROFILE_NAMES)}")
+    def named(cls, name: str) -> EnginePath:
+        if name not in PATH_NAMES:
+            raise ValueError(f"unknown path {name!r}: choose one of {', '.join(PATH_NAMES)}")
         return getattr(cls, name)()
 
 
@@ -67,7 +69,7 @@ class EngineProfile:
 class EngineConfig:
     """What one engine is started with: vLLM arguments and process environment, with reasons."""
 
-    profile: EngineProfile
+    path: EnginePath
     args: dict[str, Argument] = field(default_factory=dict)
     env: dict[str, Argument] = field(default_factory=dict)
     notes: tuple[str, ...] = ()

@@ -1,2 +1,2 @@
 """The runs that start engines to measure them: the speculation probe and drafts by load
-(``profiles --measure``)."""
+(``paths --measure``)."""

@@ -3,7 +3,7 @@
 A verifying step reads the weights once for ``1 + k`` tokens a request: with few requests the
 machine waits on memory and drafts come almost free, with many it is compute-bound and each
 rejected draft is work thrown away. Where that turns is a property of the card (or CPU), the
-model and the drafter's acceptance, so ``profiles --measure`` measures it after choosing the
+model and the drafter's acceptance, so ``paths --measure`` measures it after choosing the
 drafts for one request: on the optimized engine itself, at each of a few concurrency levels
 (``LEVELS_GPU`` / ``LEVELS_CPU``, up to the engine's batch limit), ``level`` requests at once with
 ``k``, 1 and 0 drafts a step in turn (set through the engine core, ``backend.compat.draft_schedule``),
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from backend.engine.model.source import ModelSource
-    from backend.engine.paths.profiles import EngineConfig
+    from backend.engine.paths.engine_args import EngineConfig
     from backend.engine.protocol import TurnEvent
     from backend.engine.speculation.choice import SpeculationChoice
     from backend.gemma4.messages import PromptRenderer

@@ -15,7 +15,7 @@ from backend.config.settings import EngineSettings
 from backend.engine.argument import Argument
 from backend.engine.gpu.args import exact_attention, gpu_env
 from backend.engine.model.source import ModelSource
-from backend.engine.paths.profiles import EngineConfig, EngineProfile
+from backend.engine.paths.engine_args import EngineConfig, EnginePath
 from backend.engine.speculation.choice import PROBE_DRAFTS, ProbeRun, candidate_label
 from backend.engine.stats import StepRecord
 
@@ -23,17 +23,15 @@ if TYPE_CHECKING:
     from backend.engine.local.vllm import VllmEngine
 
 
-def probe_profiles(
-    source: ModelSource, drafts: Sequence[int] = range(1, PROBE_DRAFTS + 1)
-) -> list[EngineProfile]:
+def probe_paths(source: ModelSource, drafts: Sequence[int] = range(1, PROBE_DRAFTS + 1)) -> list[EnginePath]:
     """No speculation, the MTP drafter (when the model has one) with each count in ``drafts``, and
     ngram with ``PROBE_DRAFTS``. All are the optimized path but for speculation (its CPU linear
     kernel included), so each is measured as that path would really run."""
-    profiles = [EngineProfile("optimized", "probe: none")]
+    paths = [EnginePath("optimized", "probe: none")]
     if source.drafter is not None:
-        profiles += [EngineProfile("optimized", "probe: MTP", "mtp", k) for k in drafts]
-    profiles.append(EngineProfile("optimized", "probe: ngram", "ngram", PROBE_DRAFTS))
-    return profiles
+        paths += [EnginePath("optimized", "probe: MTP", "mtp", k) for k in drafts]
+    paths.append(EnginePath("optimized", "probe: ngram", "ngram", PROBE_DRAFTS))
+    return paths
 
 
 @dataclass

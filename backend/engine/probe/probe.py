@@ -35,15 +35,15 @@ from backend.engine.gpu.card import detect_gpu
 from backend.engine.local.quiet import settle
 from backend.engine.local.vllm import VllmEngine
 from backend.engine.model.source import ModelSource
+from backend.engine.paths.engine_args import engine_config
 from backend.engine.paths.placement import plan_for
-from backend.engine.paths.profiles import engine_config
 from backend.engine.platform import on_gpu, process_tree_rss, room_for_another
 from backend.engine.probe.by_load import default_levels, with_drafts_by_load
 from backend.engine.probe.candidates import (
     _Candidate,
     exact_config,
     in_exact_mode,
-    probe_profiles,
+    probe_paths,
 )
 from backend.engine.prompt_sets import parity_prompts
 from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
@@ -82,8 +82,8 @@ def _candidates(source: ModelSource, settings: EngineSettings, drafts: Sequence[
         update={"kv_cache_gib": min(settings.kv_cache_gib or PROBE_KV_CACHE_GIB, PROBE_KV_CACHE_GIB)}
     )
     plan = plan_for(source, settings) if on_gpu() else None
-    for profile in probe_profiles(source, drafts):
-        config = engine_config(profile, source, small, 1, plan)
+    for path in probe_paths(source, drafts):
+        config = engine_config(path, source, small, 1, plan)
         spec = config.args.get("speculative_config")
         method = "none" if spec is None else ("ngram" if spec.value.get("method") == "ngram" else "mtp")
         count = 0 if spec is None else int(spec.value["num_speculative_tokens"])

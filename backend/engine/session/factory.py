@@ -1,4 +1,4 @@
-"""From settings to an unstarted engine: resolve the model, pick the profile, build its config."""
+"""From settings to an unstarted engine: resolve the model, pick the path, build its config."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from backend.config import paths
+from backend.config import locations
 from backend.config.settings import Settings
 from backend.engine.cpu.host_plan import HostPlan
 from backend.engine.gpu.memory_plan import MemoryPlan
 from backend.engine.local.vllm import VllmEngine
 from backend.engine.model.source import ModelSource, resolve
 from backend.engine.paths import compile_cache
+from backend.engine.paths.engine_args import EnginePath, engine_config
 from backend.engine.paths.placement import host_plan_for, plan_for
-from backend.engine.paths.profiles import EngineProfile, engine_config
 from backend.engine.protocol import EngineInfo, EngineRequest, Failed, ProgressCallback, TurnEvent
 from backend.engine.remote.engine import RemoteEngine
 from backend.engine.speculation.when_idle import AT_START, WHEN_IDLE, Measure
@@ -27,7 +27,7 @@ from backend.gemma4.messages import ChatMessage, RenderedPrompt
 
 
 def new_log_path(tag: str) -> Path:
-    return paths.logs_dir() / f"engine-{time.strftime('%Y%m%d-%H%M%S')}-{tag}.log"
+    return locations.logs_dir() / f"engine-{time.strftime('%Y%m%d-%H%M%S')}-{tag}.log"
 
 
 def resolve_model(settings: Settings) -> ModelSource:
@@ -71,12 +71,12 @@ class EngineSetup:
         return plan.mode == "swap"
 
 
-def server_for(settings: Settings, profile: str) -> str | None:
-    """The vLLM server that serves ``profile``, if one is configured (else it runs in process)."""
-    return settings.baseline_server if profile == "baseline" else settings.server
+def server_for(settings: Settings, path: str) -> str | None:
+    """The vLLM server that serves ``path``, if one is configured (else it runs in process)."""
+    return settings.baseline_server if path == "baseline" else settings.server
 
 
-def remote_engine(settings: Settings, url: str, profile: str) -> RemoteEngine:
+def remote_engine(settings: Settings, url: str, path: str) -> RemoteEngine:
     """A server's engine; the chat template comes from the local model (or the served path)."""
     from backend.engine.model.source import DEFAULT_MODEL, resolve
 
@@ -92,31 +92,31 @@ def remote_engine(settings: Settings, url: str, profile: str) -> RemoteEngine:
         problem = f"--model {settings.model} is {what}, not a folder."
     elif settings.model != DEFAULT_MODEL:
         problem = f"--model {settings.model} is no folder on this machine."
-    return RemoteEngine(url, tokenizer, settings.api_key, profile, model_problem=problem)
+    return RemoteEngine(url, tokenizer, settings.api_key, path, model_problem=problem)
 
 
 def engine_for(
-    settings: Settings, profile: str, log_path: Path | None = None, setup: EngineSetup | None = None
+    settings: Settings, path: str, log_path: Path | None = None, setup: EngineSetup | None = None
 ) -> DeferredEngine | RemoteEngine:
-    """The app's engine for ``profile``: on its server where one is set, else in this process,
+    """The app's engine for ``path``: on its server where one is set, else in this process,
     sized by the session's memory plan (``setup``; one of its own where none is given)."""
-    url = server_for(settings, profile)
+    url = server_for(settings, path)
     if url:
-        return remote_engine(settings, url, profile)
-    return DeferredEngine(settings, profile, log_path, setup)
+        return remote_engine(settings, url, path)
+    return DeferredEngine(settings, path, log_path, setup)
 
 
 def make_engine(
     settings: Settings,
     source: ModelSource,
-    profile: str | None = None,
+    path: str | None = None,
     engines_sharing_gpu: int = 1,
     log_path: Path | None = None,
     plan: MemoryPlan | None = None,
     measure: Measure = AT_START,
 ) -> VllmEngine:
     """``measure``: when an optimized CPU engine with no speculation choice kept measures one."""
-    chosen = EngineProfile.named(profile or settings.profile)
+    chosen = EnginePath.named(path or settings.path)
     config = engine_config(chosen, source, settings.engine, engines_sharing_gpu, plan)
     return VllmEngine(source, config, log_path=log_path or new_log_path(chosen.name), measure=measure)
 
@@ -128,12 +128,12 @@ class DeferredEngine:
     def __init__(
         self,
         settings: Settings,
-        profile: str,
+        path: str,
         log_path: Path | None = None,
         setup: EngineSetup | None = None,
     ) -> None:
         self.settings = settings
-        self.profile = profile
+        self.path = path
         self.log_path = log_path
         self.setup = setup or EngineSetup(settings)
         self.inner: VllmEngine | None = None
@@ -143,7 +143,7 @@ class DeferredEngine:
             if progress:
                 progress("finding the model")
             source, plan = await asyncio.to_thread(self.setup.resolved)
-            self.inner = make_engine(self.settings, source, self.profile, 1, self.log_path, plan, WHEN_IDLE)
+            self.inner = make_engine(self.settings, source, self.path, 1, self.log_path, plan, WHEN_IDLE)
         return await self.inner.start(progress)
 
     async def measured_info(self) -> EngineInfo | None:

@@ -1,6 +1,6 @@
 """The engines of one app session, one per path, started on first use.
 
-``EnginePool(factory)`` takes a factory ``profile name -> Engine`` (the vLLM one in the app,
+``EnginePool(factory)`` takes a factory ``path name -> Engine`` (the vLLM one in the app,
 a fake in UI tests). ``ensure(name)`` starts that path's engine once — concurrent callers
 wait for the same start — and warms it up (backend.engine.session.warmup) before handing it out, so the
 first turn a person sees timed runs on a warm engine. It reports each change of state to the
@@ -38,7 +38,7 @@ SETTLED = "speculation measured when idle"
 
 @dataclass(frozen=True)
 class EngineState:
-    profile: str
+    path: str
     stage: str
     """``starting``, ``ready``, ``failed``, ``stopped`` or (swap mode) ``asleep``."""
     detail: str = ""
@@ -89,113 +89,113 @@ class EnginePool:
                 self.swapper = Swapper(self._engines, self._started, self._forget_start, self._say)
         return self.swapper is not None
 
-    def _say(self, profile: str, stage: str, detail: str) -> None:
-        info = self.swapper.infos.get(profile) if self.swapper is not None and stage == "ready" else None
-        self._set(EngineState(profile, stage, detail, time.monotonic(), info))
+    def _say(self, path: str, stage: str, detail: str) -> None:
+        info = self.swapper.infos.get(path) if self.swapper is not None and stage == "ready" else None
+        self._set(EngineState(path, stage, detail, time.monotonic(), info))
 
-    def _forget_start(self, profile: str) -> None:
-        self._starts.pop(profile, None)
+    def _forget_start(self, path: str) -> None:
+        self._starts.pop(path, None)
 
     def listen(self, listener: Listener) -> None:
         self._listeners.append(listener)
 
     def _set(self, state: EngineState) -> None:
-        self.states[state.profile] = state
+        self.states[state.path] = state
         for listener in self._listeners:
             listener(state)
 
-    def engine(self, profile: str) -> Engine | None:
-        """``profile``'s engine, if this pool made one."""
-        return self._engines.get(profile)
+    def engine(self, path: str) -> Engine | None:
+        """``path``'s engine, if this pool made one."""
+        return self._engines.get(path)
 
-    def state(self, profile: str) -> EngineState:
-        return self.states.get(profile, EngineState(profile, "stopped"))
+    def state(self, path: str) -> EngineState:
+        return self.states.get(path, EngineState(path, "stopped"))
 
-    async def ensure(self, profile: str) -> PathEngine:
-        """The running engine for ``profile``; starts it (once) if needed. Raises GemmaChatError.
+    async def ensure(self, path: str) -> PathEngine:
+        """The running engine for ``path``; starts it (once) if needed. Raises GemmaChatError.
 
         In swap mode: an engine that has started before is handed out as it is (it swaps itself in
         for its next request); one that never started is swapped in now."""
         swapper = self.swapper if await self.swaps() else None
         if swapper is not None:
-            engine = self._engines.setdefault(profile, self.factory(profile))
-            info = swapper.infos.get(profile)
+            engine = self._engines.setdefault(path, self.factory(path))
+            info = swapper.infos.get(path)
             if info is None:
                 async with swapper.lock:
-                    info = await swapper.make_resident(profile)
-            return PathEngine(profile, ResidentEngine(swapper, profile, engine), info)
-        return await self._started_path(profile)
+                    info = await swapper.make_resident(path)
+            return PathEngine(path, ResidentEngine(swapper, path, engine), info)
+        return await self._started_path(path)
 
-    async def _started(self, profile: str) -> EngineInfo:
-        return (await self._started_path(profile)).info
+    async def _started(self, path: str) -> EngineInfo:
+        return (await self._started_path(path)).info
 
-    async def _started_path(self, profile: str) -> PathEngine:
-        task = self._starts.get(profile)
+    async def _started_path(self, path: str) -> PathEngine:
+        task = self._starts.get(path)
         if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
-            engine = self._engines.setdefault(profile, self.factory(profile))
-            task = asyncio.ensure_future(self._start(profile, engine))
-            self._starts[profile] = task
+            engine = self._engines.setdefault(path, self.factory(path))
+            task = asyncio.ensure_future(self._start(path, engine))
+            self._starts[path] = task
         info = await asyncio.shield(task)
-        return PathEngine(profile, self._engines[profile], info)
+        return PathEngine(path, self._engines[path], info)
 
-    async def _start(self, profile: str, engine: Engine) -> EngineInfo:
+    async def _start(self, path: str, engine: Engine) -> EngineInfo:
         began = time.monotonic()
-        key = f"{self.model}:{profile}"
+        key = f"{self.model}:{path}"
         expected = self.history.expected_s(key)
-        self._set(EngineState(profile, "starting", "starting the engine", began, expected_s=expected))
+        self._set(EngineState(path, "starting", "starting the engine", began, expected_s=expected))
 
         def progress(stage: str) -> None:
             if stage != "ready":
-                self._set(EngineState(profile, "starting", stage, began, expected_s=expected))
+                self._set(EngineState(path, "starting", stage, began, expected_s=expected))
 
         try:
             info = await engine.start(progress)
             progress("warming up")
             await warm_up(engine)  # the first timed turn runs on a warm engine
         except GemmaChatError as error:
-            self._set(EngineState(profile, "failed", str(error), began))
+            self._set(EngineState(path, "failed", str(error), began))
             raise
         except Exception as error:  # an unexpected failure still becomes one sentence
-            self._set(EngineState(profile, "failed", f"The engine failed to start: {error}", began))
+            self._set(EngineState(path, "failed", f"The engine failed to start: {error}", began))
             raise GemmaChatError(f"The engine failed to start: {error}") from error
         took = time.monotonic() - began
         self.history.record(key, took)
-        self._set(EngineState(profile, "ready", f"ready in {took:.0f} s", began, info))
+        self._set(EngineState(path, "ready", f"ready in {took:.0f} s", began, info))
         later = getattr(engine, "measured_info", None)
         if later is not None:
-            self._later[profile] = asyncio.ensure_future(self._settled(profile, engine, later, began))
+            self._later[path] = asyncio.ensure_future(self._settled(path, engine, later, began))
         return info
 
     async def _settled(
-        self, profile: str, engine: Engine, later: Callable[[], Awaitable[EngineInfo | None]], began: float
+        self, path: str, engine: Engine, later: Callable[[], Awaitable[EngineInfo | None]], began: float
     ) -> None:
         """Once the engine's speculation measured when idle is applied: its new info, said (``SETTLED``)."""
         try:
             info = await later()
         except GemmaChatError:
             return
-        if info is None or self._engines.get(profile) is not engine:
+        if info is None or self._engines.get(path) is not engine:
             return
         done: asyncio.Future[EngineInfo] = asyncio.get_running_loop().create_future()
         done.set_result(info)
-        self._starts[profile] = done  # what ensure hands out from now on
-        if self.swapper is not None and profile in self.swapper.infos:
-            self.swapper.infos[profile] = info
-        self._set(EngineState(profile, "ready", SETTLED, began, info))
+        self._starts[path] = done  # what ensure hands out from now on
+        if self.swapper is not None and path in self.swapper.infos:
+            self.swapper.infos[path] = info
+        self._set(EngineState(path, "ready", SETTLED, began, info))
 
-    async def discard(self, profile: str, message: str) -> None:
+    async def discard(self, path: str, message: str) -> None:
         """Drop an engine that died mid-turn (state ``failed``); the next ``ensure`` starts a new one."""
-        engine = self._engines.pop(profile, None)
-        self._starts.pop(profile, None)
-        waiting = self._later.pop(profile, None)
+        engine = self._engines.pop(path, None)
+        self._starts.pop(path, None)
+        waiting = self._later.pop(path, None)
         if waiting is not None:
             waiting.cancel()
         if self.swapper is not None:
-            self.swapper.forget(profile)
+            self.swapper.forget(path)
         if engine is not None:
             with contextlib.suppress(Exception):  # a dead engine may not shut down cleanly
                 await engine.shutdown()
-        self._set(EngineState(profile, "failed", message))
+        self._set(EngineState(path, "failed", message))
 
     async def shutdown(self) -> None:
         tasks: list[asyncio.Future[Any]] = [*self._starts.values(), *self._later.values()]
@@ -203,10 +203,10 @@ class EnginePool:
             if not task.done():
                 task.cancel()
         self._later.clear()
-        for profile, engine in list(self._engines.items()):
+        for path, engine in list(self._engines.items()):
             try:
                 await engine.shutdown()
             finally:
-                self._set(EngineState(profile, "stopped"))
+                self._set(EngineState(path, "stopped"))
         self._engines.clear()
         self._starts.clear()

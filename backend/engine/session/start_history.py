@@ -1,6 +1,6 @@
 """How long the last start of each engine took, so the next one can say what to expect.
 
-One small JSON file in the cache directory maps ``model:profile`` to the seconds of that
+One small JSON file in the cache directory maps ``model:path`` to the seconds of that
 engine's last start (start and warm-up, as the status bar counts them). A file that cannot be
 read or written is ignored: the status bar then shows the elapsed time alone.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from backend.config import paths
+from backend.config import locations
 from backend.config.cache_json import read_object, write_object
 
 FILE_NAME = "engine-starts.json"
@@ -17,7 +17,7 @@ FILE_NAME = "engine-starts.json"
 
 class StartHistory:
     def __init__(self, path: Path | None = None) -> None:
-        self.path = path or paths.cache_dir() / FILE_NAME
+        self.path = path or locations.cache_dir() / FILE_NAME
 
     def _read(self) -> dict[str, float]:
         data = read_object(self.path)

@@ -31,9 +31,7 @@ if TYPE_CHECKING:
     from backend.engine.protocol import Engine
 
 
-def path_note(
-    profile: str, engine_args: dict[str, Any], swapping: bool, speculation: str | None = None
-) -> str:
+def path_note(path: str, engine_args: dict[str, Any], swapping: bool, speculation: str | None = None) -> str:
     """What the status bar says beside a ready engine: swap mode, the speculation its start measured
     (``MTP ×3, measured 1.31x here``, ``no speculation: verifying …``), and an optimized GPU path
     that runs without speculation because no drafter was found."""
@@ -41,8 +39,8 @@ def path_note(
     if speculation:
         notes.append(speculation.split(" (")[0] if not speculation.startswith("no ") else speculation)
     on_gpu = "gpu_memory_utilization" in engine_args
-    if profile == "optimized" and on_gpu and "speculative_config" not in engine_args:
-        notes.append("no drafter: no speculation (gemma-chat profiles)")
+    if path == "optimized" and on_gpu and "speculative_config" not in engine_args:
+        notes.append("no drafter: no speculation (gemma-chat paths)")
     return "; ".join(notes)
 
 
@@ -53,7 +51,7 @@ def can_sleep(engine: object) -> bool:
 class Swapper:
     """Which path's engine is on the device, and the swaps between them.
 
-    ``start(profile)`` is the pool's own start (state changes included); ``say(profile, stage,
+    ``start(path)`` is the pool's own start (state changes included); ``say(path, stage,
     detail)`` reports a swap's stage to the pool's listeners."""
 
     def __init__(
@@ -75,30 +73,30 @@ class Swapper:
         """What a swap in progress does, short enough for the status bar (``stopping optimized``,
         ``starting baseline``, ``optimized to sleep``, ``waking baseline``), else None."""
 
-    async def make_resident(self, profile: str) -> EngineInfo:
-        """``profile``'s engine up and alone on the device. Call with ``lock`` held."""
+    async def make_resident(self, path: str) -> EngineInfo:
+        """``path``'s engine up and alone on the device. Call with ``lock`` held."""
         previous = self.resident
-        if previous == profile and profile in self.infos:
-            return self.infos[profile]
+        if previous == path and path in self.infos:
+            return self.infos[path]
         try:
-            if previous is not None and previous != profile:
-                await self._swap_out(previous, profile)
+            if previous is not None and previous != path:
+                await self._swap_out(previous, path)
             self.resident = None
-            if profile in self.asleep:
-                self.activity = f"waking {profile}"
-                self._say(profile, "starting", "waking from sleep")
-                await self.engines[profile].wake_up()  # type: ignore[attr-defined]
-                self.asleep.discard(profile)
+            if path in self.asleep:
+                self.activity = f"waking {path}"
+                self._say(path, "starting", "waking from sleep")
+                await self.engines[path].wake_up()  # type: ignore[attr-defined]
+                self.asleep.discard(path)
             else:
-                self.activity = f"starting {profile}"
-                self.infos[profile] = await self._start(profile)
-            self.resident = profile
+                self.activity = f"starting {path}"
+                self.infos[path] = await self._start(path)
+            self.resident = path
         finally:
             self.activity = None
-        self._say(profile, "ready", "swapped in")  # after the activity ends: the status bar moves on
-        return self.infos[profile]
+        self._say(path, "ready", "swapped in")  # after the activity ends: the status bar moves on
+        return self.infos[path]
 
-    async def _swap_out(self, previous: str, profile: str) -> None:
+    async def _swap_out(self, previous: str, path: str) -> None:
         engine = self.engines.get(previous)
         if engine is None:
             return
@@ -106,32 +104,32 @@ class Swapper:
             self.activity = f"{previous} to sleep"
             await engine.sleep()  # type: ignore[attr-defined]
             self.asleep.add(previous)
-            self._say(previous, "asleep", f"asleep: swapped out for {profile}")
+            self._say(previous, "asleep", f"asleep: swapped out for {path}")
         else:
             self.activity = f"stopping {previous}"
             await engine.shutdown()
             self._forget_start(previous)
-            self._say(previous, "stopped", f"stopped: swapped out for {profile}")
+            self._say(previous, "stopped", f"stopped: swapped out for {path}")
 
-    def forget(self, profile: str) -> None:
+    def forget(self, path: str) -> None:
         """A discarded engine (it died): nothing of it is resident, asleep or known."""
-        if self.resident == profile:
+        if self.resident == path:
             self.resident = None
-        self.asleep.discard(profile)
-        self.infos.pop(profile, None)
+        self.asleep.discard(path)
+        self.infos.pop(path, None)
 
 
 class ResidentEngine:
     """A path's engine that makes itself resident for each request (see the module's docstring)."""
 
-    def __init__(self, swapper: Swapper, profile: str, engine: Engine) -> None:
+    def __init__(self, swapper: Swapper, path: str, engine: Engine) -> None:
         self.swapper = swapper
-        self.profile = profile
+        self.path = path
         self.engine = engine
 
     async def start(self, progress: ProgressCallback | None = None) -> EngineInfo:
         async with self.swapper.lock:
-            return await self.swapper.make_resident(self.profile)
+            return await self.swapper.make_resident(self.path)
 
     async def stream(self, request: EngineRequest) -> AsyncIterator[TurnEvent]:
         lock = self.swapper.lock
@@ -139,11 +137,11 @@ class ResidentEngine:
         held = True
         try:
             try:
-                await self.swapper.make_resident(self.profile)
+                await self.swapper.make_resident(self.path)
             except GemmaChatError as error:
                 yield Failed(
                     request.request_id,
-                    f"Swapping to the {self.profile} engine failed: {error}",
+                    f"Swapping to the {self.path} engine failed: {error}",
                     "not_running",
                 )
                 return

@@ -1,6 +1,6 @@
 """Choosing the optimized path's speculation by measurement: MTP drafter, ngram, or none, and how many drafts.
 
-``gemma-chat profiles --measure`` (and ``bench --measure-speculation``) start one engine of this
+``gemma-chat paths --measure`` (and ``bench --measure-speculation``) start one engine of this
 model per candidate — no speculation, the MTP drafter with 1 to ``PROBE_DRAFTS`` drafts, and
 ngram prompt lookup with ``PROBE_DRAFTS`` — and decode the same prompts one at a time on each,
 the candidates taking turns prompt by prompt (so drift on the machine falls on all alike). Each
@@ -14,7 +14,7 @@ per-prompt ratios to no speculation is the highest, is at least ``MIN_GAIN``, an
 agrees (the lowest ratio above 1.0); otherwise the optimized path does without speculation. An
 attention candidate (``choose_attention``) is kept by the same rule against the chosen
 speculation on vLLM's own attention. The result is kept per model, dtype, vLLM, CPU features, cores and
-engine environment, and the ``optimized`` profile uses it from then on.
+engine environment, and the ``optimized`` path uses it from then on.
 """
 
 from __future__ import annotations
@@ -133,23 +133,23 @@ class SpeculationChoice:
     """The ``attention_config`` measured faster with that speculation, tokens unchanged, as JSON
     ("": vLLM's own choice; only GPUs where vLLM runs Gemma 4 on Triton have another candidate)."""
     attention_speedup: float = 1.0
-    measured_by: str = "profiles --measure"
-    """``profiles --measure`` (a full probe, one engine per candidate) or ``first start`` (each
+    measured_by: str = "paths --measure"
+    """``paths --measure`` (a full probe, one engine per candidate) or ``first start`` (each
     count of drafts on the optimized engine itself, within the first start's budget)."""
     reason: str = ""
     """Why no candidate could be chosen where that is not a measured figure (the budget ran out)."""
     by_load: tuple[tuple[int, int], ...] | None = None
     """Drafts a step by running requests, ``((up_to, drafts), ...)``, none above the last, as
-    ``profiles --measure`` measured them on the optimized engine (``by_load``); None: not measured
+    ``paths --measure`` measured them on the optimized engine (``by_load``); None: not measured
     (the path's estimated thresholds apply)."""
     load_figures: tuple[str, ...] = ()
-    """Each measured level's figures, for ``profiles``."""
+    """Each measured level's figures, for ``paths``."""
     predicted: bool = False
     """``speedup`` is predicted from measured step costs and acceptance (a model too slow to time
     every count of drafts at a first start: ``step_decision``), not a measured decode rate."""
 
     def verdict(self) -> str:
-        """One line for the status bar and ``profiles``: ``MTP ×3, measured 1.31x here`` or
+        """One line for the status bar and ``paths``: ``MTP ×3, measured 1.31x here`` or
         ``no speculation: verifying 2 drafts costs 2.9× a plain step here, for 1.6 tokens``."""
         if self.method != "none" and self.predicted:
             label = f"{self.method.upper()} ×{self.drafts}"
@@ -240,7 +240,7 @@ class SpeculationChoice:
             runs,
             str(doc.get("attention", "")),
             float(doc.get("attention_speedup", 1.0)),
-            str(doc.get("measured_by", "profiles --measure")),
+            str(doc.get("measured_by", "paths --measure")),
             str(doc.get("reason", "")),
             _steps(doc.get("by_load")),
             tuple(str(line) for line in doc.get("load_figures", ())),

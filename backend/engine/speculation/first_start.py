@@ -14,7 +14,7 @@ probe's (``choose``): the count with the highest median ratio to no drafts, at l
 ``MIN_GAIN``, above 1.0 on every prompt, measured on at least ``MIN_PAIRED`` prompts, and with no
 drafts' tokens on every prompt; else none. The choice is kept, so the next start applies it at
 once (where the budget ended before ``MIN_PAIRED`` prompts were measured nothing is kept: the
-next start measures again); ``profiles --measure`` replaces it with a full probe.
+next start measures again); ``paths --measure`` replaces it with a full probe.
 
 When it measures is the caller's (``when_idle``): the app's engine answers at once and measures
 when idle, one short request at a time, a reply preempting it (``Preempted``: the request runs
@@ -149,7 +149,7 @@ def serving_steps(choice: SpeculationChoice | None, plan: DraftPlan) -> tuple[tu
 
 
 def applied_steps(choice: SpeculationChoice, plan: DraftPlan) -> tuple[tuple[int, int], ...]:
-    """Drafts by running requests for ``choice``: as ``profiles --measure`` measured them by load,
+    """Drafts by running requests for ``choice``: as ``paths --measure`` measured them by load,
     else the choice's drafts up to ``plan.up_to`` requests (none above either way)."""
     if choice.method == "none":
         return ()
@@ -266,7 +266,7 @@ async def decide(
     elif choice.method == "none" and len(plain.rates) < MIN_PAIRED:
         reason = (
             f"the first start's {budget_s:.0f} s measured {len(plain.rates)} prompt(s), too few to "
-            f"decide at this model's speed; {AGAIN} (`gemma-chat profiles --measure` measures fully)"
+            f"decide at this model's speed; {AGAIN} (`gemma-chat paths --measure` measures fully)"
         )
         choice = replace(choice, reason=reason)
     return choice

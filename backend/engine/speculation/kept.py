@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from backend.config import cache_json, paths, switch_rules
+from backend.config import cache_json, locations, switch_rules
 from backend.engine.speculation.choice import SpeculationChoice
 
 CHOICES_FILE = "speculation-choices.json"
@@ -112,7 +112,7 @@ def _checked(doc: Any) -> SpeculationChoice:
         config = json.loads(choice.attention)
         if not isinstance(config, dict):
             raise ValueError("attention is not a JSON object")
-    choice.verdict()  # what profiles and the engine's start show must be computable
+    choice.verdict()  # what paths and the engine's start show must be computable
     choice.by_load_text(figures=False)
     return choice
 
@@ -120,7 +120,7 @@ def _checked(doc: Any) -> SpeculationChoice:
 def choices_file() -> Path:
     """Where choices are kept: ``GEMMA_CHAT_SPECULATION_CHOICES``, else the cache folder's file."""
     shared = os.environ.get(CHOICES_ENV, "").strip()
-    return Path(shared) if shared else paths.cache_dir() / CHOICES_FILE
+    return Path(shared) if shared else locations.cache_dir() / CHOICES_FILE
 
 
 def _own() -> bool:

@@ -56,7 +56,7 @@ PENDING = "speculation: measuring when idle"
 """The engine's speculation line until the measurement has decided (the status bar shows it)."""
 NOT_MEASURED = (
     "no speculation yet: not measured on this machine (the app measures it when idle; "
-    "`gemma-chat profiles --measure` measures it now)"
+    "`gemma-chat paths --measure` measures it now)"
 )
 
 RawStream = Callable[[EngineRequest], AsyncIterator[TurnEvent]]

@@ -28,7 +28,7 @@ class _SteadyApp(GemmaChatApp):
 
 def _app(tmp_path: Path) -> GemmaChatApp:
     settings = Settings(data_dir=tmp_path, theme="textual-dark")
-    app = _SteadyApp(settings, lambda profile: FakeEngine(profile), "fake-model")
+    app = _SteadyApp(settings, lambda path: FakeEngine(path), "fake-model")
     app.graphics = "halfblocks"  # whatever terminal runs the tests: pictures drawn the same way
     return app
 

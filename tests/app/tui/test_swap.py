@@ -52,17 +52,17 @@ class DeviceEngine(FakeEngine):
     async def start(self, progress: Any = None) -> Any:
         info = await super().start(progress)
         self.starts += 1
-        self.device.on(self.profile)
+        self.device.on(self.path)
         return info
 
     async def stream(self, request: EngineRequest) -> Any:
-        assert self.device.up == {self.profile}, f"{self.profile} streamed beside {self.device.up}"
+        assert self.device.up == {self.path}, f"{self.path} streamed beside {self.device.up}"
         async for event in super().stream(request):
             yield event
 
     async def shutdown(self) -> None:
         await super().shutdown()
-        self.device.off(self.profile)
+        self.device.off(self.path)
 
 
 @dataclass
@@ -72,10 +72,10 @@ class SleepyEngine(DeviceEngine):
 
     async def sleep(self) -> None:
         self.sleeps += 1
-        self.device.off(self.profile)
+        self.device.off(self.path)
 
     async def wake_up(self) -> None:
-        self.device.on(self.profile)
+        self.device.on(self.path)
 
 
 def _request(rid: str) -> EngineRequest:
@@ -93,8 +93,8 @@ async def test_the_pool_keeps_one_engine_on_the_device(kind: type[DeviceEngine])
     device = Device()
     made: dict[str, DeviceEngine] = {}
 
-    def factory(profile: str) -> DeviceEngine:
-        return made.setdefault(profile, kind(profile, device=device))
+    def factory(path: str) -> DeviceEngine:
+        return made.setdefault(path, kind(path, device=device))
 
     pool = EnginePool(factory, swapping=lambda: True)
     optimized = await pool.ensure("optimized")
@@ -129,8 +129,8 @@ async def test_a_request_waits_for_the_running_one_before_swapping() -> None:
 def _swapping_app(tmp_path: Path, device: Device) -> tuple[GemmaChatApp, dict[str, DeviceEngine]]:
     engines: dict[str, DeviceEngine] = {}
 
-    def factory(profile: str) -> DeviceEngine:
-        return engines.setdefault(profile, DeviceEngine(profile, device=device, start_delay_s=0.05))
+    def factory(path: str) -> DeviceEngine:
+        return engines.setdefault(path, DeviceEngine(path, device=device, start_delay_s=0.05))
 
     settings = Settings(data_dir=tmp_path)
     return GemmaChatApp(settings, factory, "fake-model", swapping=lambda: True), engines
@@ -184,8 +184,8 @@ async def test_the_status_bar_shows_the_swap(tmp_path: Path) -> None:
     device = Device()
     engines: dict[str, DeviceEngine] = {}
 
-    def factory(profile: str) -> DeviceEngine:
-        return engines.setdefault(profile, DeviceEngine(profile, device=device, start_delay_s=1.5))
+    def factory(path: str) -> DeviceEngine:
+        return engines.setdefault(path, DeviceEngine(path, device=device, start_delay_s=1.5))
 
     app = GemmaChatApp(Settings(data_dir=tmp_path), factory, "fake-model", swapping=lambda: True)
     async with app.run_test() as pilot:
@@ -207,16 +207,16 @@ async def test_real_cpu_engines_swap_by_stopping_and_starting(tiny_source: Any, 
     runs at a time, the stopped one starts again for its next request, and greedy tokens agree."""
     from backend.engine.local.log import capture_stderr
     from backend.engine.local.vllm import VllmEngine
-    from backend.engine.paths.profiles import EngineProfile, engine_config
+    from backend.engine.paths.engine_args import EnginePath, engine_config
     from tests.conftest import TEST_ENGINE
 
     log = gemma_home / "logs" / "swap-engines.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     made: dict[str, VllmEngine] = {}
 
-    def factory(profile: str) -> VllmEngine:
-        config = engine_config(EngineProfile.eager(), tiny_source, TEST_ENGINE)
-        return made.setdefault(profile, VllmEngine(tiny_source, config, log_path=log))
+    def factory(path: str) -> VllmEngine:
+        config = engine_config(EnginePath.eager(), tiny_source, TEST_ENGINE)
+        return made.setdefault(path, VllmEngine(tiny_source, config, log_path=log))
 
     pool = EnginePool(factory, swapping=lambda: True)
     with capture_stderr(log):
@@ -239,7 +239,7 @@ def test_the_status_bar_says_when_a_gpu_path_has_no_drafter() -> None:
     from backend.engine.session.swap import path_note
 
     gpu = {"gpu_memory_utilization": 0.85}
-    assert path_note("optimized", gpu, False) == "no drafter: no speculation (gemma-chat profiles)"
+    assert path_note("optimized", gpu, False) == "no drafter: no speculation (gemma-chat paths)"
     assert path_note("optimized", {**gpu, "speculative_config": {}}, True) == "swap mode"
     assert path_note("baseline", gpu, False) == "" and path_note("optimized", {}, False) == ""
     measured = "MTP ×3, measured 1.31x here (1.30–1.34; first start)"

@@ -147,8 +147,8 @@ async def test_engine_failure_is_one_sentence(tmp_path: Path) -> None:
 async def test_dead_engine_mid_turn_is_reported_then_restarted(tmp_path: Path) -> None:
     created: list[FakeEngine] = []
 
-    def factory(profile: str) -> FakeEngine:
-        created.append(FakeEngine(profile, die_on_turn=not created))
+    def factory(path: str) -> FakeEngine:
+        created.append(FakeEngine(path, die_on_turn=not created))
         return created[-1]
 
     app, _ = make_app(tmp_path, factory)
@@ -342,8 +342,8 @@ async def test_attachment_the_model_cannot_take_is_refused_before_sending(tmp_pa
         assert len(app.pending) == 1 and not app.conversation.turns
 
 
-async def test_eager_profile_is_the_starting_path_and_f2_leaves_it(tmp_path: Path) -> None:
-    app, engines = make_app(tmp_path, profile="eager")
+async def test_eager_path_is_the_starting_path_and_f2_leaves_it(tmp_path: Path) -> None:
+    app, engines = make_app(tmp_path, path="eager")
     async with app.run_test() as pilot:
         await app.workers.wait_for_complete()
         assert app.path == "eager" and "eager" in engines

@@ -28,7 +28,7 @@ class Timed(FakeEngine):
 
     def _metrics(self, request: EngineRequest, generated: int) -> TurnMetrics:
         metrics = super()._metrics(request, generated)
-        if self.profile != "optimized":
+        if self.path != "optimized":
             return metrics
         speed = OPTIMIZED_TOK_S[min(len(self.requests), len(OPTIMIZED_TOK_S)) - 1]
         return replace(metrics, decode_tokens_per_s=speed, e2e_s=0.05 + generated / speed)
@@ -38,17 +38,17 @@ async def test_three_compares_alternate_the_first_path_and_end_within_noise(tmp_
     order: list[str] = []
     engines: dict[str, Timed] = {}
 
-    def factory(profile: str) -> Timed:
-        engines[profile] = Timed(profile)
-        original = engines[profile].stream
+    def factory(path: str) -> Timed:
+        engines[path] = Timed(path)
+        original = engines[path].stream
 
         def stream(request: EngineRequest):  # type: ignore[no-untyped-def]
             if not request.request_id.startswith("warm-up-"):
-                order.append(profile)
+                order.append(path)
             return original(request)
 
-        engines[profile].stream = stream  # type: ignore[method-assign]
-        return engines[profile]
+        engines[path].stream = stream  # type: ignore[method-assign]
+        return engines[path]
 
     app, _ = make_app(tmp_path, factory)
     verdicts: list[str] = []

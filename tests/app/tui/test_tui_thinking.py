@@ -19,9 +19,9 @@ THINKING = "<|channel>thought\nThe user greets me. I should greet back.<channel|
 def _scripted(*replies_: str):  # type: ignore[no-untyped-def]
     engines: dict[str, FakeEngine] = {}
 
-    def factory(profile: str) -> FakeEngine:
-        engines[profile] = FakeEngine(profile, script=list(replies_))
-        return engines[profile]
+    def factory(path: str) -> FakeEngine:
+        engines[path] = FakeEngine(path, script=list(replies_))
+        return engines[path]
 
     return factory, engines
 

@@ -33,9 +33,9 @@ def _scripted(*scripts: list[str], **kwargs: object):  # type: ignore[no-untyped
     engines: dict[str, FakeEngine] = {}
     queue = list(scripts)
 
-    def factory(profile: str) -> FakeEngine:
-        engines[profile] = FakeEngine(profile, script=list(queue.pop(0)) if queue else [], **kwargs)  # type: ignore[arg-type]
-        return engines[profile]
+    def factory(path: str) -> FakeEngine:
+        engines[path] = FakeEngine(path, script=list(queue.pop(0)) if queue else [], **kwargs)  # type: ignore[arg-type]
+        return engines[path]
 
     return factory, engines
 

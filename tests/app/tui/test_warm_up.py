@@ -50,7 +50,7 @@ async def test_each_engine_is_warmed_up_once_and_the_warm_up_is_neither_timed_no
     path_engines: tuple[VllmEngine, VllmEngine], tmp_path: Path
 ) -> None:
     counted = {"baseline": Counted(path_engines[0]), "optimized": Counted(path_engines[1])}
-    app, _ = make_app(tmp_path, lambda profile: counted[profile], max_tokens=12)  # type: ignore[arg-type,return-value]
+    app, _ = make_app(tmp_path, lambda path: counted[path], max_tokens=12)  # type: ignore[arg-type,return-value]
     async with app.run_test() as pilot:
         await send(app, pilot, "Say one thing.")
         for _ in range(2):

@@ -78,8 +78,8 @@ def test_a_measured_footprint_replaces_the_estimate(
     monkeypatch.setenv(FORCE_ENV, "16")
     source = resolve(str(make_e2b_folder(tmp_path)))
     kv = int(cpu_kv_cache(None, source.path, 8192, "auto", source.drafter).value)
-    for profile, drafter in (("baseline", None), ("optimized", source.drafter)):
-        footprints.record(footprints.key(source.path, drafter, profile, kv), int(6 * GIB))
+    for path, drafter in (("baseline", None), ("optimized", source.drafter)):
+        footprints.record(footprints.key(source.path, drafter, path, kv), int(6 * GIB))
     plan = host_plan_for(source, EngineSettings(max_model_len=8192))
     assert plan.footprints["optimized"].measured and plan.mode == "side-by-side", plan.lines()
     assert "6.00 GiB resident when its last start here was ready" in "\n".join(plan.lines())

@@ -24,7 +24,7 @@ from backend.engine.gpu.attention import (
     expected_attention,
     vllm_attention,
 )
-from tests.engine.gpu.test_gpu_card import _profiles
+from tests.engine.gpu.test_gpu_card import _paths
 from tests.support.e2b_folder import make_e2b_folder
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -158,10 +158,10 @@ def test_the_priority_table_is_vllms_own() -> None:
         assert list(VLLM_PRIORITY.get(major, VLLM_PRIORITY[None])) == order, card
 
 
-def test_profiles_for_an_a10_says_flex_attention_is_left_out_for_e2b(tmp_path: Path) -> None:
-    """``gemma-chat profiles --gpu-memory 24 --gpu-capability 8.6`` on an E2B-shaped folder."""
+def test_paths_for_an_a10_says_flex_attention_is_left_out_for_e2b(tmp_path: Path) -> None:
+    """``gemma-chat paths --gpu-memory 24 --gpu-capability 8.6`` on an E2B-shaped folder."""
     e2b = make_e2b_folder(tmp_path / "models")
-    shown = _profiles(e2b, tmp_path / "home", "--gpu-memory", "24", "--gpu-capability", "8.6")
+    shown = _paths(e2b, tmp_path / "home", "--gpu-memory", "24", "--gpu-capability", "8.6")
     attention = [line.strip() for line in shown.splitlines() if "attention" in line and "FLEX" in line]
     assert attention == [
         "left out: full_attention on FLEX_ATTENTION — FlexAttention cannot start this model's 4 KV-shared "

@@ -14,10 +14,10 @@ from backend.config.settings import EngineSettings
 from backend.engine.gpu.card import described_gpu
 from backend.engine.gpu.serve_limits import serve_limits
 from backend.engine.model.source import resolve
+from backend.engine.paths.engine_args import EnginePath, engine_config
 from backend.engine.paths.gpu_batch import FULL_DRAFTS_UP_TO, ONE_DRAFT_UP_TO, draft_schedule
 from backend.engine.paths.placement import plan_for
-from backend.engine.paths.profiles import EngineProfile, engine_config
-from tests.engine.gpu.test_gpu_card import _profiles
+from tests.engine.gpu.test_gpu_card import _paths
 from tests.support.e2b_folder import make_e2b_folder
 
 
@@ -29,8 +29,8 @@ def e2b(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _args(model: Path, gib: float, capability: tuple[int, int] = (8, 9)) -> tuple[dict, dict]:  # type: ignore[type-arg]
     source, settings = resolve(str(model)), EngineSettings()
     plan = plan_for(source, settings, described_gpu(gib, capability))
-    baseline = engine_config(EngineProfile.baseline(), source, settings, 1, plan).args
-    optimized = engine_config(EngineProfile.optimized(), source, settings, 1, plan).args
+    baseline = engine_config(EnginePath.baseline(), source, settings, 1, plan).args
+    optimized = engine_config(EnginePath.optimized(), source, settings, 1, plan).args
     return baseline, optimized
 
 
@@ -88,8 +88,8 @@ def test_the_schedule_ends_where_the_batch_does() -> None:
     assert draft_schedule(2, 256)[-1] == [ONE_DRAFT_UP_TO + 1, 256, 0]
 
 
-def test_profiles_prints_the_batch_limits_with_their_reason(e2b: Path, tmp_path: Path) -> None:
-    shown = _profiles(e2b, tmp_path, "--gpu-memory", "16")
+def test_paths_prints_the_batch_limits_with_their_reason(e2b: Path, tmp_path: Path) -> None:
+    shown = _paths(e2b, tmp_path, "--gpu-memory", "16")
     assert "max_num_seqs = 256" in shown and "what `vllm serve` uses on" in shown, shown
     assert "max_num_batched_tokens = 2048" in shown, shown
     assert "num_speculative_tokens_per_batch_size" in shown, shown
@@ -113,7 +113,7 @@ def test_bench_on_a_gpu_plans_the_seeds_table_within_the_batch_limit(
     said: list[str] = []
     for gib, kept in ((80, (1, 8, 64, 256, 512)), (16, (1, 8, 64, 256))):
         plan = plan_for(source, settings, described_gpu(gib, (8, 9)))
-        paths = (EngineProfile.baseline(), EngineProfile.optimized())
+        paths = (EnginePath.baseline(), EnginePath.optimized())
         configs = {p.name: engine_config(p, source, settings, 1, plan) for p in paths}
         options = BenchOptions(workloads=with_levels(WORKLOAD_NAMES, levels), requests=levels[0])
         planned = within_batch_limits(options, configs, lambda stage, *_: said.append(stage))
@@ -144,7 +144,7 @@ async def test_bench_on_an_a100_gives_each_other_attention_backend_its_rows(
     assert len(tried) == 2 and variants.card_variants(source, plan, exact=True) == ()
     assert not any("FLEX" in variant for variant in tried), "FlexAttention refuses E2B's KV-shared layers"
     tried += (json.dumps({"backend_per_kind": {"full_attention": "FLEX_ATTENTION"}}),)  # as options.attention
-    optimized = engine_config(EngineProfile.optimized(), source, settings, 1, plan)
+    optimized = engine_config(EnginePath.optimized(), source, settings, 1, plan)
     configs = variants.variant_configs(optimized, tried)
     assert list(configs) == [
         "optimized+sliding_window on FLASH_ATTN",

@@ -20,12 +20,12 @@ from backend.engine.gpu.card import GpuRefused, described_gpu
 from backend.engine.gpu.window import FLOOR, STEP, WINDOW_MARGIN, in_flight_tokens, kv_layers, vllm_kv_bytes
 from backend.engine.model.footprint import GIB
 from backend.engine.model.source import resolve
+from backend.engine.paths.engine_args import EnginePath, engine_config
 from backend.engine.paths.placement import plan_for
-from backend.engine.paths.profiles import EngineProfile, engine_config
 from tests.support.e2b_folder import make_e2b_folder
 
 ROOT = Path(__file__).resolve().parents[3]
-PATHS = (EngineProfile.optimized(), EngineProfile.baseline())
+PATHS = (EnginePath.optimized(), EnginePath.baseline())
 
 
 @pytest.fixture(scope="module")
@@ -39,10 +39,10 @@ def _windows(model: Path, gib: float, capability: tuple[int, int] = (8, 9), **se
     return [engine_config(path, source, chosen, 1, plan).args["max_model_len"] for path in PATHS]
 
 
-def _profiles(model: Path, home: Path, *card: str) -> str:
-    """``gemma-chat profiles --model MODEL CARD...`` in a fresh home: its output (status 0)."""
+def _paths(model: Path, home: Path, *card: str) -> str:
+    """``gemma-chat paths --model MODEL CARD...`` in a fresh home: its output (status 0)."""
     shown = subprocess.run(
-        [sys.executable, "-m", "app.cli", "profiles", "--model", str(model), *card],
+        [sys.executable, "-m", "app.cli", "paths", "--model", str(model), *card],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -88,8 +88,8 @@ def test_the_setting_still_wins(e2b: Path) -> None:
         assert window.value == 16384 and window.reason == "context window from settings"
 
 
-def test_profiles_prints_the_window_with_its_arithmetic(e2b: Path, tmp_path: Path) -> None:
-    out = _profiles(e2b, tmp_path, "--gpu-memory", "80", "--gpu-capability", "9.0")
+def test_paths_prints_the_window_with_its_arithmetic(e2b: Path, tmp_path: Path) -> None:
+    out = _paths(e2b, tmp_path, "--gpu-memory", "80", "--gpu-capability", "9.0")
     assert out.count("max_model_len = 131072") == 3, "baseline, optimized, eager"
     assert "context window from the card, the model's maximum (131072): the " in out
     assert (
@@ -115,7 +115,7 @@ def test_a_12_gb_card_is_offered_a_tight_run_and_takes_it_when_asked(e2b: Path) 
 
 
 def test_a_swap_plan_shows_the_cards_residue_and_the_hosts_weights(e2b: Path, tmp_path: Path) -> None:
-    out = _profiles(e2b, tmp_path, "--gpu-memory", "16")
+    out = _paths(e2b, tmp_path, "--gpu-memory", "16")
     assert "the sleeping engine keeps about 1.0 GiB (its CUDA context ~0.5" in out
     assert "the app's own process opens no CUDA context" in out
     assert "a sleeping engine holds 9.7 GiB of weights there" in out and "needs at least 16 GiB" in out

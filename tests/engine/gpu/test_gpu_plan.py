@@ -17,8 +17,8 @@ from backend.config.settings import EngineSettings
 from backend.engine.gpu.card import GpuRefused, described_gpu
 from backend.engine.model.footprint import GIB
 from backend.engine.model.source import resolve
+from backend.engine.paths.engine_args import EnginePath, engine_config
 from backend.engine.paths.placement import plan_for
-from backend.engine.paths.profiles import EngineProfile, engine_config
 from backend.errors import NotACheckpoint
 from tests.support.e2b_folder import make_e2b_folder
 
@@ -88,7 +88,7 @@ def test_swap_can_be_forced_and_free_memory_caps_the_budget(e2b: Path) -> None:
 def test_arguments_carry_the_plan(e2b: Path) -> None:
     source = resolve(str(e2b))
     plan = plan_for(source, EngineSettings(exact=True), described_gpu(24))
-    config = engine_config(EngineProfile.optimized(), source, EngineSettings(exact=True), 1, plan)
+    config = engine_config(EnginePath.optimized(), source, EngineSettings(exact=True), 1, plan)
     args = config.engine_kwargs()
     assert args["gpu_memory_utilization"] == 0.85 and args["enable_sleep_mode"] is True
     assert args["speculative_config"]["model"].endswith("gemma-4-E2B-it-assistant")
@@ -97,7 +97,7 @@ def test_arguments_carry_the_plan(e2b: Path) -> None:
 
 def test_exact_is_refused_on_the_cpu(e2b: Path) -> None:
     with pytest.raises(GpuRefused, match="exact = true needs a GPU"):
-        engine_config(EngineProfile.baseline(), resolve(str(e2b)), EngineSettings(exact=True))
+        engine_config(EnginePath.baseline(), resolve(str(e2b)), EngineSettings(exact=True))
 
 
 # -- the drafter ---------------------------------------------------------------------------------
@@ -121,17 +121,17 @@ def test_drafter_found_beside_inside_and_given(e2b: Path, e2b_alone: Path, tmp_p
 def test_no_drafter_on_a_gpu_means_no_speculation_not_ngram(e2b_alone: Path) -> None:
     source = resolve(str(e2b_alone))
     plan = plan_for(source, EngineSettings(), described_gpu(24))
-    config = engine_config(EngineProfile.optimized(), source, EngineSettings(), 1, plan)
+    config = engine_config(EnginePath.optimized(), source, EngineSettings(), 1, plan)
     assert "speculative_config" not in config.args
     assert any("no MTP drafter found" in note and "ngram is not" in note for note in config.notes)
-    forced = engine_config(EngineProfile.optimized(), source, EngineSettings(speculation="ngram"), 1, plan)
+    forced = engine_config(EnginePath.optimized(), source, EngineSettings(speculation="ngram"), 1, plan)
     assert forced.engine_kwargs()["speculative_config"]["method"] == "ngram"
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run(
-        [sys.executable, "-m", "app.cli", "profiles", *args],
+        [sys.executable, "-m", "app.cli", "paths", *args],
         capture_output=True,
         text=True,
         env=env,
@@ -139,7 +139,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_profiles_on_a_local_folder_with_a_sibling_assistant_shows_mtp(e2b: Path, e2b_alone: Path) -> None:
+def test_paths_on_a_local_folder_with_a_sibling_assistant_shows_mtp(e2b: Path, e2b_alone: Path) -> None:
     shown = _cli("--model", str(e2b), "--gpu-memory", "24")
     assert shown.returncode == 0, shown.stderr
     assert "plan: swap" in shown.stdout and "gpu_memory_utilization = 0.85" in shown.stdout
@@ -273,7 +273,7 @@ def test_exact_mode_applies_no_measured_attention(e2b: Path, gemma_home: Path) -
         )
         store_choice(key := choice_key(source, settings, True), choice)
         try:
-            config = engine_config(EngineProfile.optimized(), source, settings, 1, plan)
+            config = engine_config(EnginePath.optimized(), source, settings, 1, plan)
         finally:
             forget_choice(key)  # the folder is the module's: other tests start from nothing kept
         assert config.args["attention_config"].value == expected, exact

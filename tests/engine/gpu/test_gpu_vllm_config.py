@@ -268,7 +268,7 @@ def test_the_full_layers_other_backends_on_an_a100_leave_the_sliding_layers_and_
 
 
 def test_a_measured_attention_choice_goes_to_the_optimized_path_only(faked: dict[str, Any]) -> None:
-    """`profiles --measure` stored FlashAttention for the sliding layers on an A10 (faster, same
+    """`paths --measure` stored FlashAttention for the sliding layers on an A10 (faster, same
     tokens): the optimized path's arguments carry it, vLLM builds it, the baseline keeps vLLM's."""
     result = faked["measured-per-kind"]
     built = _vllm(result, "optimized")

@@ -57,7 +57,7 @@ def test_ask_with_attachments_as_json(tmp_path: Path) -> None:
     result = _gemma_chat(
         "ask",
         "--demo",
-        "--profile",
+        "--path",
         "eager",
         "--dtype",
         "float32",

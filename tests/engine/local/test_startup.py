@@ -94,11 +94,11 @@ def test_the_status_bar_expects_the_last_starts_duration(tmp_path: Path) -> None
 
 
 def test_bench_startup_launches_ask_with_the_model_flags_and_tabulates_warm_runs() -> None:
-    args = argparse.Namespace(demo=True, profile="baseline", dtype=None, kv_cache_gib=1, model=None)
+    args = argparse.Namespace(demo=True, path="baseline", dtype=None, kv_cache_gib=1, model=None)
     command = ask_command(args)
     assert command[1:4] == ["-m", "app.cli", "ask"]
     assert command[4:] == [
-        "--demo", "--profile", "baseline", "--kv-cache-gib", "1",
+        "--demo", "--path", "baseline", "--kv-cache-gib", "1",
         "--no-tools", "--max-tokens", "8", "--json", "--timings", "Hello",
     ]  # fmt: skip
     runs = [
@@ -155,7 +155,7 @@ async def test_a_speculation_measured_when_idle_follows_ready_and_is_said_when_a
             return replace(self.info, speculation="MTP ×2, measured 1.31x here (1.30–1.33; first start)")
 
     history = StartHistory(tmp_path / "starts.json")
-    pool = EnginePool(lambda profile: MeasuringWhenIdle(profile), model="e2b", history=history)
+    pool = EnginePool(lambda path: MeasuringWhenIdle(path), model="e2b", history=history)
     states: list[EngineState] = []
     pool.listen(states.append)
     first = await pool.ensure("optimized")

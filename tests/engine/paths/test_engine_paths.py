@@ -12,7 +12,7 @@ from backend.config.settings import EngineSettings
 from backend.engine.local.vllm import DEAD_MESSAGE, VllmEngine
 from backend.engine.model.source import ModelSource
 from backend.engine.parity import compare_tokens, run_parity
-from backend.engine.paths.profiles import EngineProfile, engine_config
+from backend.engine.paths.engine_args import EnginePath, engine_config
 from backend.engine.prompt_sets import parity_prompts
 from backend.engine.protocol import (
     Cancelled,
@@ -50,9 +50,7 @@ async def test_both_paths_stream_and_the_optimized_one_speculates(
     spec = optimized.config.args["speculative_config"].value
     assert spec["model"] == str(optimized.source.drafter), "generated checkpoints use their MTP drafter"
     for engine in path_engines:
-        final = await _final(
-            engine, _request(engine, f"paths-{engine.config.profile.name}", "Tell me a story.")
-        )
+        final = await _final(engine, _request(engine, f"paths-{engine.config.path.name}", "Tell me a story."))
         assert isinstance(final, Finished), final
         m = final.metrics
         assert m.generated_tokens == len(final.token_ids) == 32
@@ -74,7 +72,7 @@ async def test_the_optimized_engine_streams_its_draft_counts_while_it_replies(
     live: dict[str, list[tuple[int, int]]] = {}
     finals: dict[str, TurnEvent] = {}
     for engine in path_engines:
-        name = engine.config.profile.name
+        name = engine.config.path.name
         live[name] = []
         request = _request(engine, f"live-{name}", "Count: one two three four five six seven eight")
         async for event in engine.stream(request):
@@ -164,7 +162,7 @@ def test_on_cpu_the_optimized_path_stops_drafting_above_four_running_requests(
     tiny_source: ModelSource,
 ) -> None:
 
-    config = engine_config(EngineProfile.optimized(), tiny_source, EngineSettings(speculation="mtp"))
+    config = engine_config(EnginePath.optimized(), tiny_source, EngineSettings(speculation="mtp"))
     spec = config.args["speculative_config"]
     assert spec.value["num_speculative_tokens_per_batch_size"] == [[1, 4, 2], [5, 65536, 0]]
     assert "off above 4 running requests" in spec.reason

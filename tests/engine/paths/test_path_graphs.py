@@ -26,7 +26,7 @@ from backend.compat import cpu_linear, forced_linear
 from backend.config.settings import EngineSettings
 from backend.engine.model.source import resolve
 from backend.engine.paths import compile_cache
-from backend.engine.paths.profiles import EngineProfile, engine_config
+from backend.engine.paths.engine_args import EnginePath, engine_config
 from backend.kernels import bf16_linear
 from backend.kernels.env import FORCE_ENV
 
@@ -40,17 +40,17 @@ OPERATOR = b"gemma_chat"
 """How a compiled graph that calls the kernel's operator names it (``torch.ops.gemma_chat``)."""
 
 
-def _graph_key(profile: EngineProfile) -> str:
-    config = engine_config(profile, resolve(None, demo=True), EngineSettings(dtype="bfloat16"))
+def _graph_key(path: EnginePath) -> str:
+    config = engine_config(path, resolve(None, demo=True), EngineSettings(dtype="bfloat16"))
     return str(config.engine_kwargs()["additional_config"][compile_cache.GRAPH_KEY])
 
 
 def test_each_path_has_its_own_graph_key(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv(FORCE_ENV, "kernel")
-    baseline, optimized = _graph_key(EngineProfile.baseline()), _graph_key(EngineProfile.optimized())
+    baseline, optimized = _graph_key(EnginePath.baseline()), _graph_key(EnginePath.optimized())
     assert baseline != optimized
     monkeypatch.delenv(FORCE_ENV)
-    assert _graph_key(EngineProfile.baseline()) != baseline, "a forced decision is another graph"
+    assert _graph_key(EnginePath.baseline()) != baseline, "a forced decision is another graph"
 
     kernel = tmp_path / "k.so"
     kernel.write_bytes(b"one build")
@@ -69,11 +69,11 @@ def test_compare_names_what_differs_not_the_graph_key_it_follows_from() -> None:
     from backend.chat.compare import path_differences
     from backend.engine.protocol import EngineInfo
 
-    def info(profile: EngineProfile) -> EngineInfo:
-        config = engine_config(profile, resolve(None, demo=True), EngineSettings(dtype="bfloat16"))
+    def info(path: EnginePath) -> EngineInfo:
+        config = engine_config(path, resolve(None, demo=True), EngineSettings(dtype="bfloat16"))
         return EngineInfo("demo", 2048, frozenset({"text"}), config.engine_kwargs(), config.env_values())
 
-    baseline, optimized = info(EngineProfile.baseline()), info(EngineProfile.optimized())
+    baseline, optimized = info(EnginePath.baseline()), info(EnginePath.optimized())
     assert baseline.engine_args["additional_config"] != optimized.engine_args["additional_config"]
     names = [difference.name for difference in path_differences(baseline, optimized)]
     assert names and "additional_config" not in names
@@ -89,11 +89,11 @@ def test_compare_names_the_speculation_the_start_measured_not_the_drafts_allowed
     from backend.chat.compare import HIDDEN, path_differences
     from backend.engine.protocol import EngineInfo
 
-    def info(profile: EngineProfile) -> EngineInfo:
-        config = engine_config(profile, resolve(None, demo=True), EngineSettings(dtype="bfloat16"))
+    def info(path: EnginePath) -> EngineInfo:
+        config = engine_config(path, resolve(None, demo=True), EngineSettings(dtype="bfloat16"))
         return EngineInfo("demo", 2048, frozenset({"text"}), config.engine_kwargs(), config.env_values())
 
-    baseline, optimized = info(EngineProfile.baseline()), info(EngineProfile.optimized())
+    baseline, optimized = info(EnginePath.baseline()), info(EnginePath.optimized())
     measured = replace(optimized, speculation="MTP ×2, measured 1.39x here (1.29–1.44; first start)")
     shown = [d.label() for d in path_differences(baseline, measured) if d.name not in HIDDEN]
     assert "MTP ×2, measured 1.39x here" in shown and not any("4 drafts" in label for label in shown)
@@ -174,14 +174,14 @@ def _run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return done
 
 
-def _ask(env: dict[str, str], profile: str) -> tuple[str, str, subprocess.CompletedProcess[str]]:
+def _ask(env: dict[str, str], path: str) -> tuple[str, str, subprocess.CompletedProcess[str]]:
     """The greedy reply on one path, and what its engine log said about the compiled graph."""
     logs = Path(env["GEMMA_CHAT_HOME"]) / "cache" / "logs"
     before = set(logs.glob("*.log")) if logs.is_dir() else set()
-    args = ("ask", "--demo", "--profile", profile, "--json", "--no-tools", "--max-tokens", "24", PROMPT)
+    args = ("ask", "--demo", "--path", path, "--json", "--no-tools", "--max-tokens", "24", PROMPT)
     done = _run(env, *args)
     assert done.returncode == 0, done.stderr[-3000:]
-    reply = json.loads(done.stdout)["paths"][profile]["reply"]
+    reply = json.loads(done.stdout)["paths"][path]["reply"]
     (log,) = set(logs.glob("*.log")) - before
     return reply, log.read_text(errors="replace"), done
 

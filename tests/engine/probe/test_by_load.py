@@ -18,8 +18,8 @@ from backend.config.settings import EngineSettings
 from backend.engine.gpu.card import described_gpu
 from backend.engine.metrics import TurnMetrics
 from backend.engine.model.source import ModelSource, resolve
+from backend.engine.paths.engine_args import EngineConfig, EnginePath, engine_config
 from backend.engine.paths.placement import plan_for
-from backend.engine.paths.profiles import EngineConfig, EngineProfile, engine_config
 from backend.engine.probe import by_load
 from backend.engine.probe.by_load import measure_by_load
 from backend.engine.probe.probe import exact_config
@@ -178,7 +178,7 @@ def test_a_gpu_path_runs_the_measured_schedule(gemma_home: Path, monkeypatch: py
     key = choice_key(source, settings, gpu=True)
     store_choice(key, SpeculationChoice("mtp", 3, 1.6, 1.5, 1.7, (), by_load=((8, 3), (32, 1))))
     try:
-        config = engine_config(EngineProfile.optimized(), source, settings, 1, plan)
+        config = engine_config(EnginePath.optimized(), source, settings, 1, plan)
     finally:
         store_choice(key, None)
     spec = config.args["speculative_config"]
@@ -186,15 +186,15 @@ def test_a_gpu_path_runs_the_measured_schedule(gemma_home: Path, monkeypatch: py
     assert spec.value["num_speculative_tokens"] == 3
     assert spec.value["num_speculative_tokens_per_batch_size"] == vllm_schedule(((8, 3), (32, 1)), seqs)
     assert "by load, measured here: 3 drafts up to 8 running requests, 1 up to 32" in spec.reason
-    assert config.env["GEMMA_CHAT_DRAFT_SCHEDULE"].value == 1, "profiles --measure can set drafts on it"
+    assert config.env["GEMMA_CHAT_DRAFT_SCHEDULE"].value == 1, "paths --measure can set drafts on it"
 
 
-def test_profiles_names_a_measured_cpu_schedule(tiny_source: ModelSource, gemma_home: Path) -> None:
+def test_paths_names_a_measured_cpu_schedule(tiny_source: ModelSource, gemma_home: Path) -> None:
     settings = EngineSettings()
     key = choice_key(tiny_source, settings, gpu=False)
     store_choice(key, SpeculationChoice("mtp", 3, 1.4, 1.3, 1.5, (), by_load=((2, 3), (8, 1))))
     try:
-        config = engine_config(EngineProfile.optimized(), tiny_source, settings)
+        config = engine_config(EnginePath.optimized(), tiny_source, settings)
     finally:
         store_choice(key, None)
     schedule = "by load (measured): 3 drafts up to 2 running requests, 1 up to 8, none above"
@@ -266,7 +266,7 @@ async def test_drafts_by_load_rechecks_a_difference_under_batch_invariant_kernel
 ) -> None:
     started = _load_engines(monkeypatch, differs, exact_fails)
     renderer = PromptRenderer.for_model(str(tiny_source.path))
-    config = EngineConfig(EngineProfile("optimized", "by load"))
+    config = EngineConfig(EnginePath("optimized", "by load"))
     exact = exact_config(config, EngineSettings())
     said: list[str] = []
     choice = SpeculationChoice("mtp", 3, 1.4, 1.3, 1.5, ())
@@ -289,7 +289,7 @@ async def test_without_an_exact_config_drafts_by_load_compares_as_measured(
 ) -> None:
     started = _load_engines(monkeypatch, "fast")
     renderer = PromptRenderer.for_model(str(tiny_source.path))
-    config = EngineConfig(EngineProfile("optimized", "by load"))
+    config = EngineConfig(EnginePath("optimized", "by load"))
     choice = SpeculationChoice("mtp", 3, 1.4, 1.3, 1.5, ())
     chosen = await by_load.with_drafts_by_load(
         tiny_source, config, choice, (1, 4), renderer, tmp_path / "log", lambda _: None, rounds=1

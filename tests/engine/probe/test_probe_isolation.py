@@ -1,4 +1,4 @@
-"""``profiles --measure`` survives a candidate that fails (issue 43, item 5): the failure is said and
+"""``paths --measure`` survives a candidate that fails (issue 43, item 5): the failure is said and
 skipped, the others are measured and chosen from, and the speculation result is kept before the
 attention candidates run. On a GPU in fast mode a candidate whose tokens differ is checked again in
 exact mode, and kept eligible where batch-invariant kernels remove the difference (item 1); the
@@ -223,12 +223,12 @@ async def test_exact_mode_measures_no_other_attention_and_rechecks_nothing(
 ) -> None:
     """Both paths run Triton's batch-invariant kernels in exact mode (compare's line says so): a
     backend measured for the optimized path alone would break that, so none is measured."""
-    import backend.engine.paths.profiles
+    import backend.engine.paths.engine_args
 
     loaded: list[Any] = []
     started = _stand_ins(monkeypatch, set(), {("mtp", 2): "always"}, loaded)
     _on_a_gpu(monkeypatch)
-    monkeypatch.setattr(backend.engine.paths.profiles, "on_gpu", lambda: True)
+    monkeypatch.setattr(backend.engine.paths.engine_args, "on_gpu", lambda: True)
     said: list[str] = []
     exact = SETTINGS.model_copy(update={"exact": True})
     kwargs: dict[str, Any] = {"drafts": (1, 2), "prompts": 3, "rounds": 1, "attention": [FLASH]}

@@ -74,7 +74,7 @@ def server(tiny: GeneratedCheckpoint, gemma_home: Path) -> Iterator[tuple[str, s
         "1",
     ]
     process = subprocess.Popen(
-        _cli("serve", "--profile", "eager", "--dev-endpoints", "--port", str(port), *flags),
+        _cli("serve", "--path", "eager", "--dev-endpoints", "--port", str(port), *flags),
         cwd=ROOT,
         env={**os.environ, "GEMMA_CHAT_HOME": str(gemma_home)},
         stdout=log,
@@ -188,7 +188,7 @@ async def test_a_server_that_tokenizes_differently_is_refused_at_connect_time(
     server: tuple[str, subprocess.Popen[bytes]],
 ) -> None:
     """The demo model's tokenizer here, the tiny checkpoint's on the server (a wrong --model): one
-    readable refusal before any turn (compare checks each prompt again: tests/chat/test_turn_pipeline.py)."""
+    readable refusal before any turn (compare checks each prompt again: tests/chat/test_pipeline.py)."""
     from backend.engine.model.source import resolve
 
     url, _ = server
@@ -247,11 +247,11 @@ async def test_a_cancel_frees_the_server(
 def test_compare_against_the_server_says_identical(
     server: tuple[str, subprocess.Popen[bytes]], tiny: GeneratedCheckpoint, gemma_home: Path
 ) -> None:
-    """`ask --profile compare` with both paths on servers (the same one twice: nothing applies)."""
+    """`ask --path compare` with both paths on servers (the same one twice: nothing applies)."""
     url, _ = server
     run = _run_cli(
         gemma_home,
-        f"ask --model {tiny.model} --profile compare --server {url} --baseline-server {url} "
+        f"ask --model {tiny.model} --path compare --server {url} --baseline-server {url} "
         "--no-tools --max-tokens 16 Hello!",
     )
     assert run.returncode == 0, run.stderr[-3000:]

@@ -2,7 +2,7 @@
 a step, ``GEMMA_CHAT_SLOW_STEP_MS``) decides its speculation within the first start's budget (measured
 at the start, as ``bench`` does; the app's measurement when idle runs the same ``decide`` under the
 same budget: tests/engine/speculation/test_first_start_engine.py), and a
-host whose RAM holds one engine (``GEMMA_CHAT_FORCE_HOST_MEMORY_GIB``) runs ``ask --profile compare``
+host whose RAM holds one engine (``GEMMA_CHAT_FORCE_HOST_MEMORY_GIB``) runs ``ask --path compare``
 one engine at a time. The real E2B-shaped run is a documented command (docs/benchmarks.md)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from backend.config.settings import EngineSettings
 from backend.engine.local.log import capture_stderr
 from backend.engine.local.vllm import VllmEngine
 from backend.engine.model.source import demo_model
-from backend.engine.paths.profiles import EngineProfile, engine_config
+from backend.engine.paths.engine_args import EnginePath, engine_config
 from backend.engine.speculation import step_decision
 from backend.engine.speculation.first_start import BUDGET_S, DECISION_ENV
 from backend.engine.speculation.kept import CHOICES_ENV, stored_choice
@@ -36,7 +36,7 @@ async def test_at_e2b_step_time_the_first_start_decides_within_its_budget_and_th
     monkeypatch.delenv(DECISION_ENV, raising=False)
     monkeypatch.setenv("GEMMA_CHAT_SLOW_STEP_MS", str(SLOW_STEP_MS))
     source = demo_model()
-    config = engine_config(EngineProfile.optimized(), source, EngineSettings())
+    config = engine_config(EnginePath.optimized(), source, EngineSettings())
     assert config.drafts is not None
     log = tmp_path / "slow.log"
     stages: list[tuple[float, str]] = []
@@ -58,9 +58,7 @@ async def test_at_e2b_step_time_the_first_start_decides_within_its_budget_and_th
         "verifying costs one 300 ms step here, and the demo's drafter is accepted: drafts pay"
     )
     stages.clear()
-    again = VllmEngine(
-        source, engine_config(EngineProfile.optimized(), source, EngineSettings()), log_path=log
-    )
+    again = VllmEngine(source, engine_config(EnginePath.optimized(), source, EngineSettings()), log_path=log)
     try:
         with capture_stderr(log):
             second = await again.start(lambda stage: stages.append((time.monotonic(), stage)))
@@ -85,7 +83,7 @@ def test_compare_on_a_host_that_holds_one_engine_swaps_and_says_so(tmp_path: Pat
             "app.cli",
             "--demo",
             "ask",
-            "--profile",
+            "--path",
             "compare",
             "--max-tokens",
             "24",

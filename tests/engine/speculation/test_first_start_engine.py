@@ -17,7 +17,7 @@ from backend.engine.local.log import capture_stderr
 from backend.engine.local.vllm import VllmEngine
 from backend.engine.metrics import accepted_positions
 from backend.engine.model.source import demo_model
-from backend.engine.paths.profiles import EngineProfile, engine_config
+from backend.engine.paths.engine_args import EnginePath, engine_config
 from backend.engine.probe.by_load import load_requests, measure_by_load
 from backend.engine.protocol import EngineRequest, Finished, SamplingSettings
 from backend.engine.speculation import first_start, when_idle
@@ -43,7 +43,7 @@ async def test_the_first_start_answers_then_decides_when_idle_and_a_warm_start_a
     # Keeping and applying is what is under test here.
     monkeypatch.setattr(first_start, "unsound_measurement", lambda *_: None)
     source = demo_model()
-    config = engine_config(EngineProfile.optimized(), source, EngineSettings())
+    config = engine_config(EnginePath.optimized(), source, EngineSettings())
     assert config.drafts is not None
     log = tmp_path / "optimized.log"
     said: list[str] = []
@@ -94,7 +94,7 @@ async def test_the_first_start_answers_then_decides_when_idle_and_a_warm_start_a
     said.clear()
     again = VllmEngine(
         source,
-        engine_config(EngineProfile.optimized(), source, EngineSettings()),
+        engine_config(EnginePath.optimized(), source, EngineSettings()),
         log_path=log,
         measure=when_idle.WHEN_IDLE,
     )
@@ -108,7 +108,7 @@ async def test_the_first_start_answers_then_decides_when_idle_and_a_warm_start_a
 
 
 async def _drafts_by_load(engine: VllmEngine, renderer: PromptRenderer, drafts: int) -> None:
-    """``profiles --measure``'s last stage on the real engine: 1 and 3 requests at once, each
+    """``paths --measure``'s last stage on the real engine: 1 and 3 requests at once, each
     count of drafts in turn, the same tokens; then a schedule of two steps set on the engine core
     (none at 1 running request, 1 draft at 2-3) drafts exactly so."""
     said: list[str] = []

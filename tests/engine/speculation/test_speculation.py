@@ -9,7 +9,7 @@ import pytest
 from backend.checkpoints import GeneratedCheckpoint
 from backend.config.settings import EngineSettings
 from backend.engine.model.source import ModelSource
-from backend.engine.paths.profiles import EngineProfile, engine_config
+from backend.engine.paths.engine_args import EnginePath, engine_config
 from backend.engine.probe import probe
 from backend.engine.probe.probe import measure_speculation
 from backend.engine.speculation.choice import (
@@ -120,7 +120,7 @@ def test_a_prompts_rate_is_the_median_of_its_rounds(tiny: GeneratedCheckpoint) -
     """One slow moment of the machine in one round does not decide a prompt's ratio."""
     source = ModelSource(path=tiny.model, drafter=tiny.drafter, name="tiny")
     candidate = probe._Candidate(
-        "mtp", 2, source, engine_config(EngineProfile.optimized(), source, EngineSettings())
+        "mtp", 2, source, engine_config(EnginePath.optimized(), source, EngineSettings())
     )
     candidate.rates = {"probe-a": [200.0, 60.0, 210.0], "probe-b": [150.0, 155.0, 400.0]}
     assert candidate.run(candidate).rates == (200.0, 155.0)
@@ -180,7 +180,7 @@ def test_a_stored_choice_shapes_the_optimized_path_only(tiny: GeneratedCheckpoin
     (or, without one, the first start's measurement) sets how many it proposes once it is up."""
     source = ModelSource(path=tiny.model, drafter=tiny.drafter, name="tiny")
     settings = EngineSettings(dtype="bfloat16", max_model_len=4096)  # not the engine fixtures' dtype
-    before = engine_config(EngineProfile.optimized(), source, settings)
+    before = engine_config(EnginePath.optimized(), source, settings)
     spec = before.args["speculative_config"].value
     assert spec["model"] == str(tiny.drafter) and spec["num_speculative_tokens"] == 4
     assert spec["num_speculative_tokens_per_batch_size"] == [[1, 4, 0], [5, 65536, 0]], "none until set"
@@ -191,21 +191,21 @@ def test_a_stored_choice_shapes_the_optimized_path_only(tiny: GeneratedCheckpoin
     fast_ngram = ProbeRun("ngram", 3, (200.0, 210.0, 190.0), (0, 0, 0, 100), 100, 400, 5.0)
     store_choice(key, choose(PLAIN, [fast_ngram]))
     assert stored_choice(key) is not None and stored_choice(key) == choose(PLAIN, [fast_ngram])
-    after = engine_config(EngineProfile.optimized(), source, settings)
+    after = engine_config(EnginePath.optimized(), source, settings)
     spec = after.args["speculative_config"].value
     assert spec["method"] == "ngram" and after.drafts is not None and after.drafts.method == "ngram"
     assert after.notes[0].startswith("NGRAM ×3, measured 2.00x here")
     assert choice_key(source, EngineSettings(dtype="float32"), gpu=False) != key, "per dtype"
     store_choice(key, choose(PLAIN, [ProbeRun("mtp", 4, (10.0, 10.0, 10.0), (100, 0, 0, 0, 0))]))
-    slow = engine_config(EngineProfile.optimized(), source, settings)
+    slow = engine_config(EnginePath.optimized(), source, settings)
     assert slow.notes[0].startswith("no speculation: verifying 4 drafts costs 10.0× a plain step here")
-    assert "speculative_config" not in engine_config(EngineProfile.baseline(), source, settings).args
-    optimized = EngineProfile.optimized()
+    assert "speculative_config" not in engine_config(EnginePath.baseline(), source, settings).args
+    optimized = EnginePath.optimized()
     forced = engine_config(optimized, source, settings.model_copy(update={"speculation": "mtp"}))
     assert forced.args["speculative_config"].value["model"] == str(tiny.drafter), "settings win"
     assert forced.drafts is None and forced.args["speculative_config"].value["num_speculative_tokens"] == 2
     forget_choice(key)
-    assert engine_config(EngineProfile.optimized(), source, settings).notes == before.notes
+    assert engine_config(EnginePath.optimized(), source, settings).notes == before.notes
     off = engine_config(optimized, source, settings.model_copy(update={"speculation": "none"}))
     assert "speculative_config" not in off.args and "speculation off" in off.notes[0] and off.drafts is None
 

@@ -187,7 +187,7 @@ async def test_the_app_answers_while_pending_then_says_the_measured_choice(tmp_p
             await measured.wait()
             return replace(self.info, speculation=verdict)
 
-    app, _ = make_app(tmp_path, lambda profile: MeasuringWhenIdle(profile))
+    app, _ = make_app(tmp_path, lambda path: MeasuringWhenIdle(path))
     async with app.run_test(size=(120, 30)) as pilot:
         await wait_until_streaming(pilot, lambda: app.status.engine == "ready")
         assert app.status.engine_detail == when_idle.PENDING

@@ -1,4 +1,4 @@
-"""``gemma-chat profiles``: every engine path, every vLLM argument it sets, and why."""
+"""``gemma-chat paths``: every engine path, every vLLM argument it sets, and why."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import asyncio
 import json
 
 from app.commands.flags import settings_from_args
-from backend.config import paths
+from backend.config import locations
 from backend.config.settings import EngineSettings, Settings
 from backend.engine.cpu.host_plan import HostRefused
 from backend.engine.gpu.attention import ModelAttention, attention_candidates, expected_attention
@@ -16,8 +16,8 @@ from backend.engine.gpu.memory_plan import MemoryPlan
 from backend.engine.local.log import capture_stderr
 from backend.engine.model.source import DEFAULT_MODEL, ModelSource, described_default_model
 from backend.engine.paths.compile_cache import GRAPH_REASON
+from backend.engine.paths.engine_args import PATH_NAMES, EnginePath, engine_config
 from backend.engine.paths.placement import host_plan_for, plan_for
-from backend.engine.paths.profiles import PROFILE_NAMES, EngineProfile, engine_config
 from backend.engine.session.factory import resolve_model
 from backend.engine.speculation.choice import SpeculationChoice, attention_label
 from backend.errors import ModelNotFound
@@ -27,7 +27,7 @@ def measure_with_progress(source: ModelSource, settings: EngineSettings) -> Spec
     """Run the speculation probe with its engines' logs in a file and its stages on stderr."""
     from backend.engine.probe.probe import PROBE_LOG, measure_speculation
 
-    log_dir = paths.logs_dir()
+    log_dir = locations.logs_dir()
     log_dir.mkdir(parents=True, exist_ok=True)
     with capture_stderr(log_dir / PROBE_LOG) as terminal:
 
@@ -91,7 +91,7 @@ def _print_attention_candidates(plan: MemoryPlan, source: ModelSource) -> None:
     if candidates.others:
         names = ", ".join(attention_label(json.dumps(config)) for config in candidates.others)
         print(
-            f"    `profiles --measure` on the card also measures {names} (kept only faster with the "
+            f"    `paths --measure` on the card also measures {names} (kept only faster with the "
             "same tokens); `bench` gives each its rows"
         )
     for config, why in candidates.left_out:
@@ -114,7 +114,7 @@ def _print_host_plan(source: ModelSource, settings: EngineSettings) -> None:
         print(line)
 
 
-def run_profiles(args: argparse.Namespace) -> int:
+def run_paths(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     source, note = _source(settings)
     if note and args.measure:
@@ -143,11 +143,11 @@ def run_profiles(args: argparse.Namespace) -> int:
             )
         choice = measure_with_progress(source, settings.engine)
         print(f"speculation: {choice.describe()}")
-    for name in PROFILE_NAMES:
-        profile = EngineProfile.named(name)
-        config = engine_config(profile, source, settings.engine, 2, plan)
-        marker = " (default)" if name == settings.profile else ""
-        print(f"\n[{name}]{marker} {profile.summary}")
+    for name in PATH_NAMES:
+        path = EnginePath.named(name)
+        config = engine_config(path, source, settings.engine, 2, plan)
+        marker = " (default)" if name == settings.path else ""
+        print(f"\n[{name}]{marker} {path.summary}")
         for arg_name, arg in config.args.items():
             print(f"  {arg_name} = {arg.value!r}\n      {arg.reason}")
         for env_name, arg in config.env.items():

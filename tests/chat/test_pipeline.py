@@ -10,7 +10,7 @@ import pytest
 
 from app.tui.widgets.status_bar import StatusFigures
 from backend.chat.compare import SAME_PATHS, CompareResult
-from backend.chat.turn import FixedPrompt, HistoryTrimmed, PromptSized, TurnOptions, TurnPipeline
+from backend.chat.pipeline import FixedPrompt, HistoryTrimmed, PromptSized, TurnOptions, TurnPipeline
 from backend.chat.verdict import Verdict
 from backend.engine.protocol import Cancelled, EngineInfo, Failed, Finished, PathEngine, SamplingSettings
 from backend.errors import PromptTooLong
@@ -92,7 +92,7 @@ async def test_compare_says_what_differed_and_when_nothing_did() -> None:
     items = [i async for i in TurnPipeline(_prompt("hi"), TurnOptions()).compare(baseline, optimized)]
     result = items[-1]
     assert isinstance(result, CompareResult) and result.parity.identical
-    assert result.decode_speedup == 2.5 and "profile=optimized" in result.differences_line()
+    assert result.decode_speedup == 2.5 and "path=optimized" in result.differences_line()
 
     same = EngineInfo("m", 4096, frozenset({"text"}), {"dtype": "auto"}, {"VLLM_CPU_KVCACHE_SPACE": "1"})
     twins = [PathEngine(p, FakeEngine(p), same) for p in ("baseline", "optimized")]
@@ -111,7 +111,7 @@ async def test_compare_pauses_between_the_paths(monkeypatch: pytest.MonkeyPatch)
         engines = (baseline.engine, optimized.engine)
         pauses.append((seconds, *(len(e.requests) for e in engines)))  # type: ignore[attr-defined]
 
-    monkeypatch.setattr("backend.chat.turn.settle", settle)
+    monkeypatch.setattr("backend.chat.pipeline.settle", settle)
     options = TurnOptions(compare_settle_s=0.25)
     items = [i async for i in TurnPipeline(_prompt("hi"), options).compare(baseline, optimized)]
     assert isinstance(items[-1], CompareResult)
@@ -127,7 +127,7 @@ async def test_compare_runs_the_first_path_named_first_and_pauses_before_the_oth
     async def settle(seconds: float | None = None) -> None:
         pauses.append((len(baseline.engine.requests), len(optimized.engine.requests)))  # type: ignore[attr-defined]
 
-    monkeypatch.setattr("backend.chat.turn.settle", settle)
+    monkeypatch.setattr("backend.chat.pipeline.settle", settle)
     pipeline = TurnPipeline(_prompt("hi"), TurnOptions())
     items = [i async for i in pipeline.compare(baseline, optimized, "optimized")]
     started = [i.path for i in items if hasattr(i, "event") and type(i.event).__name__ == "Started"]

@@ -1,4 +1,4 @@
-"""The vLLM arguments each engine path implies on this machine: ``engine_config(profile, source,
+"""The vLLM arguments each engine path implies on this machine: ``engine_config(path, source,
 settings)`` returns the keyword arguments for vLLM's ``AsyncEngineArgs`` plus the environment the
 engine's processes need, each with the reason it differs from vLLM's defaults — what every engine
 gets, then a CPU's (``_on_cpu``) or a GPU's (``_on_gpu``). The values themselves are in
@@ -31,19 +31,19 @@ from backend.engine.paths.speculative import (
     optimized_speculation,
     speculative,
 )
-from backend.engine.paths.values import PROFILE_NAMES, EngineConfig, EngineProfile, ProfileName
+from backend.engine.paths.values import PATH_NAMES, EngineConfig, EnginePath, PathName
 from backend.engine.platform import on_gpu
 from backend.engine.speculation.choice import SpeculationChoice
 from backend.engine.speculation.first_start import DraftPlan
 
-__all__ = ["PROFILE_NAMES", "Argument", "EngineConfig", "EngineProfile", "ProfileName", "engine_config"]
+__all__ = ["PATH_NAMES", "Argument", "EngineConfig", "EnginePath", "PathName", "engine_config"]
 
 Args = dict[str, Argument]
 WINDOW_FROM_MEMORY = "context window chosen from this machine's memory"
 
 
 def engine_config(
-    profile: EngineProfile,
+    path: EnginePath,
     source: ModelSource,
     settings: EngineSettings,
     engines_sharing_gpu: int = 1,
@@ -70,12 +70,12 @@ def engine_config(
     if settings.max_model_len is not None:
         args["max_model_len"] = Argument(settings.max_model_len, "context window from settings")
     if gpu:
-        return _on_gpu(profile, source, settings, args, engines_sharing_gpu, plan)
-    return _on_cpu(profile, source, settings, args)
+        return _on_gpu(path, source, settings, args, engines_sharing_gpu, plan)
+    return _on_cpu(path, source, settings, args)
 
 
 def _on_gpu(
-    profile: EngineProfile,
+    path: EnginePath,
     source: ModelSource,
     settings: EngineSettings,
     args: Args,
@@ -90,7 +90,7 @@ def _on_gpu(
         if "max_model_len" not in args:
             window = card_window(source.path, settings.dtype, plan)
             args["max_model_len"] = Argument(window.tokens, window.why)
-        args.update(gpu_arguments(plan, profile.name))
+        args.update(gpu_arguments(plan, path.name))
         env.update(gpu_env(settings))
         args.update(serve_limits(plan.gpu).arguments(plan.gpu.name))
     else:
@@ -102,14 +102,14 @@ def _on_gpu(
             round(share, 3), f"this engine's share of GPU memory (settings / {engines_sharing_gpu} engines)"
         )
         env.update(gpu_env(settings))
-    if profile.enforce_eager:
-        args["enforce_eager"] = Argument(True, "no torch.compile (diagnosis profile)")
+    if path.enforce_eager:
+        args["enforce_eager"] = Argument(True, "no torch.compile (diagnosis path)")
     exact = exact_attention(settings)
     if exact is not None:
         args["attention_config"] = exact
     notes: tuple[str, ...] = ()
     measured: SpeculationChoice | None = None
-    if profile == EngineProfile.optimized():
+    if path == EnginePath.optimized():
         spec, notes, measured, _ = optimized_speculation(source, settings, True)
         # exact mode keeps both paths on Triton's batch-invariant kernels (compare's line says so)
         if not settings.exact and measured is not None and (attention := measured.attention_config()):
@@ -117,19 +117,19 @@ def _on_gpu(
             args["attention_config"] = Argument(
                 {**base, **attention},
                 f"measured here with this speculation: {measured.attention_speedup:.2f}x over vLLM's own "
-                "attention, the same greedy tokens (profiles --measure)",
+                "attention, the same greedy tokens (paths --measure)",
             )
     else:
-        spec = speculative(profile, source, True)
+        spec = speculative(path, source, True)
     if spec is not None:
         config, why = spec
-        if plan is not None and profile.name == "optimized":
+        if plan is not None and path.name == "optimized":
             schedule, schedule_why = gpu_draft_schedule(
                 int(config["num_speculative_tokens"]), int(args["max_num_seqs"].value), measured
             )
             config = {**config, "num_speculative_tokens_per_batch_size": schedule}
             why += schedule_why
-            if not profile.enforce_eager:
+            if not path.enforce_eager:
                 graphs, graphs_why = graph_config(
                     int(args["max_num_seqs"].value),
                     int(config["num_speculative_tokens"]),
@@ -139,7 +139,7 @@ def _on_gpu(
             env[DRAFT_SCHEDULE_ENV] = Argument(
                 1,
                 "the number of drafts a step proposes can be set while the engine runs: "
-                "`profiles --measure` measures drafts by load on this engine (drafts never change a token)",
+                "`paths --measure` measures drafts by load on this engine (drafts never change a token)",
             )
             env[NO_PREFILL_DRAFTS_ENV] = Argument(
                 1,
@@ -147,13 +147,11 @@ def _on_gpu(
                 "nothing (Model Runner V2, a card's runner, runs the drafter's first pass before it "
                 "checks; drafts never change a token)",
             )
-        _speculating(profile, args, env, config, why)
-    return EngineConfig(profile=profile, args=args, env=env, notes=notes, drafts=None)
+        _speculating(path, args, env, config, why)
+    return EngineConfig(path=path, args=args, env=env, notes=notes, drafts=None)
 
 
-def _on_cpu(
-    profile: EngineProfile, source: ModelSource, settings: EngineSettings, args: Args
-) -> EngineConfig:
+def _on_cpu(path: EnginePath, source: ModelSource, settings: EngineSettings, args: Args) -> EngineConfig:
     """A CPU's engine: the window and KV cache from this machine's memory, the optimized path's
     kernel, worker and environment, and drafts that stop above a few running requests (how many a
     step proposes decided at the first start: ``DraftPlan``)."""
@@ -168,17 +166,17 @@ def _on_cpu(
         "engine's KV cache has a set size (measured: profiling a video took 67 s of a 2-minute "
         "warm start at E2B's size); the first media request runs the encoder then",
     )
-    if profile.enforce_eager:
-        args["enforce_eager"] = Argument(True, "no torch.compile (diagnosis profile)")
+    if path.enforce_eager:
+        args["enforce_eager"] = Argument(True, "no torch.compile (diagnosis path)")
     env: Args = {}
     notes: tuple[str, ...] = ()
     measured: SpeculationChoice | None = None
     drafts: DraftPlan | None = None
     spec: Speculative
-    if profile == EngineProfile.optimized():
+    if path == EnginePath.optimized():
         spec, notes, measured, drafts = optimized_speculation(source, settings, False)
     else:
-        spec = speculative(profile, source, False)
+        spec = speculative(path, source, False)
     if spec is None:
         drafts = None
     else:
@@ -194,10 +192,10 @@ def _on_cpu(
                 f"; at most {drafts.most} drafts: how many a step proposes (0 to {drafts.most}) is "
                 "set on the running engine by what this path's first start here measured"
             )
-        _speculating(profile, args, env, config, why)
-        if profile.name == "optimized":
+        _speculating(path, args, env, config, why)
+        if path.name == "optimized":
             env.update(speculating_cpu_env())
-    if profile.name == "optimized":
+    if path.name == "optimized":
         cpu_env, cpu_notes = optimized_cpu_env(settings)
         env.update(cpu_env)
         notes = (*notes, *cpu_notes)
@@ -205,13 +203,13 @@ def _on_cpu(
             args["distributed_executor_backend"] = Argument(
                 "uni", "the worker inside the engine-core process (GEMMA_CHAT_UNI_WORKER, below)"
             )
-    return EngineConfig(profile=profile, args=args, env=env, notes=notes, drafts=drafts)
+    return EngineConfig(path=path, args=args, env=env, notes=notes, drafts=drafts)
 
 
-def _speculating(profile: EngineProfile, args: Args, env: Args, config: dict[str, Any], why: str) -> None:
+def _speculating(path: EnginePath, args: Args, env: Args, config: dict[str, Any], why: str) -> None:
     """What a speculating engine gets on any device: its ``speculative_config``, per-step draft
     records, and on the optimized path the live acceptance figures."""
-    if profile.name == "optimized":  # on a CPU and a GPU alike
+    if path.name == "optimized":  # on a CPU and a GPU alike
         env[LIVE_SPEC_METRICS_ENV] = Argument(
             1,
             "each streamed output carries the engine's count of drafts and accepted drafts so far "

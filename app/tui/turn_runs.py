@@ -17,10 +17,11 @@ from app.tui.widgets.prompt_input import PromptInput
 from backend.chat.compare import CompareResult
 from backend.chat.conversation import Conversation, Turn
 from backend.chat.limits import MAX_MESSAGE_CHARS, too_long
+from backend.chat.pipeline import HistoryTrimmed, PromptSized, TurnPipeline
 from backend.chat.rendering import TurnRenderer, dispatch
-from backend.chat.turn import HistoryTrimmed, PromptSized, TurnPipeline
 from backend.chat.verdict import Verdict, compares_so_far, first_path
 from backend.engine.metrics import TurnMetrics
+from backend.engine.paths.values import COMPARED
 from backend.engine.protocol import Cancelled, Failed, Finished, MetricsUpdate, PathEngine
 from backend.engine.reply_events import ReplyDelta
 from backend.engine.session.pool import EnginePool
@@ -162,12 +163,12 @@ async def run_compare(
     first = first_path(len(earlier))  # alternates from one compare of this chat to the next
     started: dict[str, PathEngine] = {}
     refused: GemmaChatError | None = None
-    for path in ("baseline", "optimized"):
+    for name in COMPARED:
         try:
-            started[path] = await pool.ensure(path)
+            started[name] = await pool.ensure(name)
         except GemmaChatError as error:  # e.g. an unreachable server: that pane says so
             refused = error
-            await view.panes[path].fail(f"The {path} engine did not start: {error}")
+            await view.panes[name].fail(f"The {name} engine did not start: {error}")
     if refused is not None:
         if not started:
             raise refused

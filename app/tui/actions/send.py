@@ -9,7 +9,7 @@ from typing import Any, Protocol
 from textual import work
 from textual.containers import VerticalScroll
 
-from app.tui import turns
+from app.tui import turn_runs
 from app.tui.screens.approval import ApprovalScreen
 from app.tui.screens.text_prompt import TextPromptScreen
 from app.tui.widgets.attachment_bar import AttachmentBar
@@ -18,7 +18,7 @@ from app.tui.widgets.message_view import MessageView
 from app.tui.widgets.prompt_input import PromptInput
 from app.tui.widgets.status_bar import StatusBar
 from backend.chat.conversation import Conversation
-from backend.chat.turn import TurnOptions, TurnPipeline
+from backend.chat.pipeline import TurnOptions, TurnPipeline
 from backend.config.settings import Settings
 from backend.engine.protocol import SamplingSettings
 from backend.engine.session.pool import EnginePool
@@ -56,7 +56,7 @@ class TurnHost(Protocol):
     def _report_store(self) -> None: ...
     async def _pending_as_sent(self) -> bool: ...
     def _new_turn(self) -> TurnPipeline: ...
-    def _turn_hooks(self) -> turns.TurnHooks: ...
+    def _turn_hooks(self) -> turn_runs.TurnHooks: ...
     async def _start_turn(self) -> None: ...
     async def _show_turn_error(self, view: MessageView | CompareView, text: str) -> None: ...
     async def _show_chat_turns(self) -> None: ...
@@ -83,7 +83,7 @@ class TurnActions:
         if self._shutting_down or not self.messages_view.is_attached:  # quitting, or not on screen yet
             self.notify("Not sent: the app is not ready for it; your message is kept.", severity="warning")
             return
-        if refusal := turns.size_refusal(message.text):  # a pasted megabyte: refused at once, kept
+        if refusal := turn_runs.size_refusal(message.text):  # a pasted megabyte: refused at once, kept
             return self.notify(refusal, severity="error", timeout=15)
         if not await self._pending_as_sent():
             return
@@ -109,11 +109,11 @@ class TurnActions:
         )
         return TurnPipeline(self.conversation, options, self.tools, self.settings.tools)
 
-    def _turn_hooks(self: TurnHost) -> turns.TurnHooks:
+    def _turn_hooks(self: TurnHost) -> turn_runs.TurnHooks:
         def context_used(tokens: int) -> None:
             self.status.context_used = tokens
 
-        return turns.TurnHooks(lambda text, severity: self.notify(text, severity=severity), context_used)
+        return turn_runs.TurnHooks(lambda text, severity: self.notify(text, severity=severity), context_used)
 
     async def _start_turn(self: TurnHost) -> None:
         compare, self.compare_next = self.compare_next, False
@@ -132,14 +132,14 @@ class TurnActions:
         hooks = self._turn_hooks()
         try:
             if isinstance(view, CompareView):
-                await turns.run_compare(turn, self.pool, view, self.conversation, hooks)
+                await turn_runs.run_compare(turn, self.pool, view, self.conversation, hooks)
             else:
-                await turns.run_single(turn, self.pool, self.path, view, self.conversation, hooks)
+                await turn_runs.run_single(turn, self.pool, self.path, view, self.conversation, hooks)
         except GemmaChatError as error:  # refused before sending: back to the input, not in the history
             self.notify(str(error), severity="error", timeout=15)
             await self._show_turn_error(view, f"not sent: {error}")
             inputs = (self.query_one(PromptInput), self.query_one(AttachmentBar))
-            self.pending = await turns.give_back(self.conversation.withdraw_user(), *inputs, self.pending)
+            self.pending = await turn_runs.give_back(self.conversation.withdraw_user(), *inputs, self.pending)
         except Exception as error:  # a bug: an error block, the log, and the app goes on
             message = self.report_failure("running the turn", error)
             await self._show_turn_error(view, f"{message} Your message is kept: Ctrl+R tries again.")
