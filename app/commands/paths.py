@@ -7,7 +7,7 @@ import asyncio
 import json
 
 from app.commands.flags import settings_from_args
-from backend.config import locations
+from backend.config import locations, switch_rules
 from backend.config.settings import EngineSettings, Settings
 from backend.engine.cpu.host_plan import HostRefused
 from backend.engine.gpu.attention import ModelAttention, attention_candidates, expected_attention
@@ -114,6 +114,19 @@ def _print_host_plan(source: ModelSource, settings: EngineSettings) -> None:
         print(line)
 
 
+def _row_exact_verdict(source: ModelSource) -> str:
+    """What the last start here found of this model's layers (the engine's log says it each start)."""
+    from backend.compat.row_exact_record import describe, kept
+
+    verdict = kept(str(source.path))
+    if verdict is None:
+        return (
+            "not checked here yet: the first start checks every layer and proves the one-pass kernel "
+            "per shape; a layer without a proof verifies row by row, and this line will name it"
+        )
+    return describe(verdict)
+
+
 def run_paths(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     source, note = _source(settings)
@@ -156,6 +169,8 @@ def run_paths(args: argparse.Namespace) -> int:
         print(f"  additional_config = {graph!r}\n      {GRAPH_REASON}")
         for config_note in config.notes:
             print(f"  note: {config_note}")
+        if switch_rules.ROW_EXACT in config.env:
+            print(f"  row-exact linears: {_row_exact_verdict(source)}")
     from backend.config import cache_json
 
     for notice in cache_json.take_notices():  # a kept file's entry dropped, a named path refused

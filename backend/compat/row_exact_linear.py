@@ -332,7 +332,7 @@ def patch_runner(module: Any) -> None:
 
 
 def verdict() -> dict[str, Any]:
-    """What the load-time checks found, as kept for ``profiles`` (``row_exact_record``)."""
+    """What the load-time checks found, as kept for ``gemma-chat paths`` (``row_exact_record``)."""
     whole = [name for name, (linear, _n) in _state["layers"].items() if linear is None]
     slow = [name for name in _state["layers"] if name not in _state["fast"]] if _state["kernel"] else []
     return {
@@ -347,11 +347,11 @@ def verdict() -> dict[str, Any]:
 
 
 def _keep_verdict(runner: Any) -> None:
-    """The verdict, kept for ``profiles``; a cache that cannot be written costs only the record."""
+    """The verdict, kept for ``gemma-chat paths``; a cache that cannot be written costs only the record."""
     try:
         row_exact_record.keep(str(runner.model_config.model), verdict())
     except (OSError, AttributeError, ValueError) as error:
-        log(f"gemma-chat row-exact linears: the verdict was not kept for profiles ({error})")
+        log(f"gemma-chat row-exact linears: the verdict was not kept for gemma-chat paths ({error})")
 
 
 def summary() -> str:

@@ -1,5 +1,5 @@
 """Row-exact verification's verdict on a model's linear layers at its last start here, kept so that
-``gemma-chat profiles`` can name, before any engine starts, the layers a verifying step computes
+``gemma-chat paths`` can name, before any engine starts, the layers a verifying step computes
 row by row (the one-pass kernel could not prove them) — the engine's log says it at every start.
 
 One entry per model folder and CPU (its flags), in the cache folder's ``row-exact-layers.json``
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.config.cache_json import locked, read_object, write_object
-from backend.config.paths import cache_dir
+from backend.config.locations import cache_dir
 
 RECORD_NAME = "row-exact-layers.json"
 MOST_ENTRIES = 32
@@ -68,7 +68,7 @@ def kept(model: str, flags: str | None = None) -> dict[str, Any] | None:
 
 
 def describe(verdict: dict[str, Any]) -> str:
-    """One line for ``profiles``: how many layers are checked, proven, and which are not."""
+    """One line for ``paths``: how many layers are checked, proven, and which are not."""
     text = f"{verdict.get('variant', 0)} of {verdict.get('checked', 0)} linear layers row-variant"
     if verdict.get("kernel"):
         text += (

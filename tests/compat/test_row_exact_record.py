@@ -1,5 +1,5 @@
 """Row-exact's verdict at a model's last start is kept per model and CPU, and described for
-``profiles`` with the layers the one-pass kernel could not prove named."""
+``gemma-chat paths`` with the layers the one-pass kernel could not prove named."""
 
 from __future__ import annotations
 
@@ -56,3 +56,15 @@ def test_old_entries_go_beyond_the_most_kept(tmp_path: Path) -> None:
         row_exact_record.keep(str(tmp_path / f"m{i}"), {"checked": i}, flags="f")
     assert row_exact_record.kept(str(tmp_path / "m0"), flags="f") is None
     assert row_exact_record.kept(str(tmp_path / f"m{row_exact_record.MOST_ENTRIES + 2}"), flags="f")
+
+
+def test_gemma_chat_paths_names_the_verdict_or_says_none_was_kept(tmp_path: Path) -> None:
+    from app.commands.paths import _row_exact_verdict
+    from backend.engine.model.source import ModelSource
+
+    source = ModelSource(path=tmp_path / "m", drafter=None, name="m")
+    assert _row_exact_verdict(source).startswith("not checked here yet")
+    row_exact_record.keep(
+        str(tmp_path / "m"), {"variant": 2, "checked": 2, "kernel": True, "unproven": ["o_proj"]}
+    )
+    assert "row by row (no proof): o_proj" in _row_exact_verdict(source)

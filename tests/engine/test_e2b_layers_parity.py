@@ -95,6 +95,10 @@ async def test_e2b_layer_types_keep_the_baselines_tokens_with_drafts_accepted(
     _variant, checked, rest = found[-1]
     assert int(checked) == LINEAR_LAYERS, f"{checked} of {LINEAR_LAYERS} linear layers checked"
     assert "no proof" not in rest, rest
+    from backend.compat.row_exact_record import kept
+
+    verdict = kept(str(folder))  # what `gemma-chat paths` shows for this model before a start
+    assert verdict is not None and verdict["checked"] == LINEAR_LAYERS and verdict["unproven"] == []
     same = sum(r.identical for r in results)
     print(f"e2b-layers parity: {same}/{len(results)} identical, {accepted} drafts accepted")
     assert all(len(b.token_ids) == TOKENS for b in baseline)
