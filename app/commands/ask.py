@@ -25,9 +25,10 @@ from app.commands.flags import COMPARE, settings_from_args
 from backend.chat.compare import CompareResult, path_differences
 from backend.chat.pipeline import FixedPrompt, TurnOptions, TurnPipeline, check_towers
 from backend.chat.rendering import dispatch
-from backend.chat.verdict import Verdict
+from backend.chat.verdict import Verdict, first_path
 from backend.engine.env import import_engine
 from backend.engine.local.log import capture_stderr
+from backend.engine.local.quiet import settle
 from backend.engine.local.startup import StartClock, timings
 from backend.engine.local.vllm import VllmEngine
 from backend.engine.paths.placement import host_plan_for, plan_for
@@ -200,7 +201,7 @@ async def _ask(
         renderers = {target.name: out.renderer(target.name) for target in targets}
         first_token = False
         if len(targets) == 2:
-            async for item in pipeline.compare(targets[0], targets[1]):
+            async for item in pipeline.compare(targets[0], targets[1], first_path(0), settle):
                 if isinstance(item, CompareResult):
                     if later:
                         item = started_late(item, targets, engines, console)
