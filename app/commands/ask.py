@@ -36,7 +36,7 @@ from backend.engine.paths.values import COMPARED
 from backend.engine.protocol import Engine, EngineInfo, Finished, PathEngine, SamplingSettings
 from backend.engine.reply_events import ReplyDelta
 from backend.engine.session.factory import make_engine, new_log_path, remote_engine, resolve_model, server_for
-from backend.engine.session.swap import ResidentEngine, Swapper, can_sleep, info_before_start
+from backend.engine.session.swap import ResidentEngine, Swapper, can_sleep, info_before_start, prompts_of
 from backend.engine.session.warmup import warm_up
 from backend.engine.speculation.when_idle import NEVER
 from backend.errors import GemmaChatError
@@ -192,7 +192,7 @@ async def _ask(
             await warm_up(engine)  # not shown: the turn is timed on a warm engine
             mark("warm-up")
             infos[name] = info
-        targets = [PathEngine(name, engine, infos[name]) for name, engine in engines.items()]
+        targets = [PathEngine(n, e, infos[n], prompts_of(e)) for n, e in engines.items()]
         if host is not None:
             await asyncio.to_thread(host.wait_settled)
             for status in host.statuses():

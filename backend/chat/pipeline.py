@@ -242,7 +242,7 @@ class TurnPipeline:
     ) -> tuple[RenderedPrompt, int]:
         window, budget = target.info.max_model_len, self.options.sampling.max_tokens
         while True:
-            prompt = target.engine.render(
+            prompt = target.prompts.render(
                 self.source.messages() + transcript, tools, think=self.options.think
             )
             # each attachment's placeholder is one token of the text; vLLM expands it
@@ -254,7 +254,7 @@ class TurnPipeline:
             if dropped is None:
                 messages, media_tokens = self.source.messages() + transcript, used - prompt.token_count
                 args = (messages, tools, prompt.token_count, media_tokens, budget, window, target.name)
-                raise declarations_too_large(target.engine, *args) or PromptTooLong(
+                raise declarations_too_large(target.prompts, *args) or PromptTooLong(
                     f"The prompt ({used} tokens) plus the reply budget ({budget}) exceeds the "
                     f"{target.name} path's context window ({window} tokens).",
                     self.options.too_long_fix,
@@ -278,7 +278,7 @@ class TurnPipeline:
             raise ValueError(f"first must be {baseline.name!r} or {optimized.name!r}, got {first!r}")
         self.check(baseline, optimized)
         for target in (baseline, optimized):
-            problem = await tokenization_difference(target.engine, self._checked[target.name][0].prompt)
+            problem = await tokenization_difference(target.prompts, self._checked[target.name][0].prompt)
             if problem:
                 yield PathEvent(target.name, Failed(target.name, problem, "rejected"))
                 return
@@ -294,7 +294,7 @@ class TurnPipeline:
                 if isinstance(event, Finished):
                     finals[target.name] = event
         base, opt = finals[baseline.name], finals[optimized.name]
-        parity = compare_tokens(base.token_ids, opt.token_ids, lambda t: optimized.engine.decode([t]))
+        parity = compare_tokens(base.token_ids, opt.token_ids, lambda t: optimized.prompts.decode([t]))
         differences = path_differences(baseline.info, optimized.info)
         yield CompareResult(base, opt, parity, differences, kernel_mode(baseline.info, optimized.info))
 
