@@ -25,9 +25,10 @@ from app.commands.flags import COMPARE, settings_from_args
 from backend.chat.compare import CompareResult, path_differences
 from backend.chat.pipeline import FixedPrompt, TurnOptions, TurnPipeline, check_towers
 from backend.chat.rendering import dispatch
-from backend.chat.verdict import Verdict
+from backend.chat.verdict import Verdict, first_path
 from backend.engine.env import import_engine
 from backend.engine.local.log import capture_stderr
+from backend.engine.local.quiet import settle
 from backend.engine.local.startup import StartClock, timings
 from backend.engine.local.vllm import VllmEngine
 from backend.engine.paths.placement import host_plan_for, plan_for
@@ -35,7 +36,7 @@ from backend.engine.paths.values import COMPARED
 from backend.engine.protocol import Engine, EngineInfo, Finished, PathEngine, SamplingSettings
 from backend.engine.reply_events import ReplyDelta
 from backend.engine.session.factory import make_engine, new_log_path, remote_engine, resolve_model, server_for
-from backend.engine.session.swap import ResidentEngine, Swapper, can_sleep, info_before_start
+from backend.engine.session.swap import ResidentEngine, Swapper, can_sleep, info_before_start, prompts_of
 from backend.engine.session.warmup import warm_up
 from backend.engine.speculation.when_idle import NEVER
 from backend.errors import GemmaChatError
@@ -191,7 +192,7 @@ async def _ask(
             await warm_up(engine)  # not shown: the turn is timed on a warm engine
             mark("warm-up")
             infos[name] = info
-        targets = [PathEngine(name, engine, infos[name]) for name, engine in engines.items()]
+        targets = [PathEngine(n, e, infos[n], prompts_of(e)) for n, e in engines.items()]
         if host is not None:
             await asyncio.to_thread(host.wait_settled)
             for status in host.statuses():
@@ -200,7 +201,7 @@ async def _ask(
         renderers = {target.name: out.renderer(target.name) for target in targets}
         first_token = False
         if len(targets) == 2:
-            async for item in pipeline.compare(targets[0], targets[1]):
+            async for item in pipeline.compare(targets[0], targets[1], first_path(0), settle):
                 if isinstance(item, CompareResult):
                     if later:
                         item = started_late(item, targets, engines, console)

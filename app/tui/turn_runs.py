@@ -20,6 +20,7 @@ from backend.chat.limits import MAX_MESSAGE_CHARS, too_long
 from backend.chat.pipeline import HistoryTrimmed, PromptSized, TurnPipeline
 from backend.chat.rendering import TurnRenderer, dispatch
 from backend.chat.verdict import Verdict, compares_so_far, first_path
+from backend.engine.local.quiet import settle
 from backend.engine.metrics import TurnMetrics
 from backend.engine.paths.values import COMPARED
 from backend.engine.protocol import Cancelled, Failed, Finished, MetricsUpdate, PathEngine
@@ -160,7 +161,6 @@ async def run_compare(
         if not pool.state(pane.path or "").ready:
             pane.show_note("waiting for this path's engine to start…")
     earlier = compares_so_far(turn.extra for turn in conversation.turns)
-    first = first_path(len(earlier))  # alternates from one compare of this chat to the next
     started: dict[str, PathEngine] = {}
     refused: GemmaChatError | None = None
     for name in COMPARED:
@@ -177,13 +177,11 @@ async def run_compare(
         await run_single(pipeline, pool, alone, view.panes[alone], conversation, hooks)
         return
     baseline, optimized = started["baseline"], started["optimized"]
-    if pool.swapper is not None and pool.swapper.resident in started:
-        # swapping, the engine on the device goes first: one swap a compare, not two (the other
-        # engine is stopped or asleep, so neither path runs beside the other's leftovers anyway)
-        first = pool.swapper.resident
+    resident = pool.swapper.resident if pool.swapper is not None else None
+    first = first_path(len(earlier), resident if resident in started else None)
     view.show_order(first)
     renderers = {path: ReplyRenderer(pane, hooks) for path, pane in view.panes.items()}
-    async for item in pipeline.compare(baseline, optimized, first):
+    async for item in pipeline.compare(baseline, optimized, first, settle):
         if isinstance(item, CompareResult):
             verdict = Verdict(item, tuple(earlier), first, swapped=pool.swapper is not None)
             view.show_result(verdict)

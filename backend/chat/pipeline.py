@@ -2,10 +2,10 @@
 
 A ``TurnPipeline`` is made for one user turn from a ``TurnSource`` (the messages the model sees
 and their attachments). ``run(target)`` runs it on one engine path; ``compare(baseline,
-optimized, first)`` runs it on both, one after the other so neither steals the other's cores (the
-second after a pause while the first one's worker still spins; callers alternate which goes
-first, backend.chat.verdict), and ends with a ``CompareResult`` (speed-up, token parity, what
-differed between the paths).
+optimized, first, pause)`` runs it on both, one after the other so neither steals the other's cores
+(the second after the caller's pause, while the first one's worker still spins; which goes first
+is ``backend.chat.verdict.first_path``'s choice), and ends with a ``CompareResult`` (speed-up,
+token parity, what differed between the paths).
 
 Before any engine work, every path is checked: the attachments against the model's towers and
 the prompt plus the reply budget against the context window, dropping the oldest turns first
@@ -19,14 +19,13 @@ Callers only render: ``backend.chat.rendering.dispatch`` hands each event to a `
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from backend.chat.compare import CompareResult, kernel_mode, path_differences
 from backend.chat.tool_budget import declarations_too_large
 from backend.config.settings import ToolSettings
-from backend.engine.local.quiet import settle
 from backend.engine.metrics import TurnMetrics
 from backend.engine.parity import compare_tokens, tokenization_difference
 from backend.engine.protocol import (
@@ -93,9 +92,6 @@ class TurnOptions:
     """What the user can do when the prompt does not fit (the app and the CLI differ)."""
     think: bool = False
     """Gemma 4's thinking mode: the prompt asks for a thought before the answer."""
-    compare_settle_s: float | None = None
-    """The pause between a comparison's paths (None: until stock vLLM's worker stops spinning after
-    the first path's request, ``backend.engine.local.quiet``), so the second path is timed alone."""
 
 
 @dataclass(frozen=True)
@@ -160,15 +156,40 @@ class TurnPipeline:
         self._shared = SharedResults()
         self._notes: list[HistoryTrimmed | PromptSized] = []
         self._tool_media: dict[str, Attachment | None] = {}
+        self._checked: dict[str, tuple[EngineRequest, list[HistoryTrimmed | PromptSized]]] = {}
+        """Each path's first request as ``check`` rendered it (with its notes): a path's prompt is
+        rendered once per step, the first step's by the check."""
 
     # -- requests ----------------------------------------------------------------------------
     def _declarations(self) -> list[dict[str, Any]]:
         return self.tools.registry.declarations() if self.tools is not None else []
 
     def check(self, *targets: PathEngine) -> None:
-        """Raise (AttachmentError, PromptTooLong) unless the turn can go to every path."""
-        for target in targets:
-            self._request(target, [], self._declarations())
+        """Raise (AttachmentError, PromptTooLong) unless the turn can go to every path; keeps each
+        path's first request. Where fitting one path drops history, the others are rendered again
+        (the paths see the same conversation)."""
+        trimmed: dict[str, list[HistoryTrimmed | PromptSized]] = {}
+        while missing := [t for t in targets if t.name not in self._checked]:
+            for target in missing:
+                notes, self._notes = self._notes, []
+                request = self._request(target, [], self._declarations())
+                fresh, self._notes = self._notes, notes
+                if any(isinstance(note, HistoryTrimmed) for note in fresh):
+                    for name, (_, old) in self._checked.items():  # rendered with history now dropped
+                        trimmed.setdefault(name, []).extend(n for n in old if isinstance(n, HistoryTrimmed))
+                    self._checked.clear()
+                self._checked[target.name] = (request, [*trimmed.pop(target.name, []), *fresh])
+
+    def _first_request(
+        self, target: PathEngine, transcript: list[ChatMessage], tools: list[dict[str, Any]]
+    ) -> EngineRequest:
+        """The path's request for this step: the first step's as ``check`` rendered it, any other's now."""
+        checked = self._checked.pop(target.name, None) if not transcript else None
+        if checked is not None and tools == self._declarations():
+            request, notes = checked
+            self._notes.extend(notes)
+            return request
+        return self._request(target, transcript, tools)
 
     def _request(
         self, target: PathEngine, transcript: list[ChatMessage], tools: list[dict[str, Any]]
@@ -221,7 +242,7 @@ class TurnPipeline:
     ) -> tuple[RenderedPrompt, int]:
         window, budget = target.info.max_model_len, self.options.sampling.max_tokens
         while True:
-            prompt = target.engine.render(
+            prompt = target.prompts.render(
                 self.source.messages() + transcript, tools, think=self.options.think
             )
             # each attachment's placeholder is one token of the text; vLLM expands it
@@ -233,7 +254,7 @@ class TurnPipeline:
             if dropped is None:
                 messages, media_tokens = self.source.messages() + transcript, used - prompt.token_count
                 args = (messages, tools, prompt.token_count, media_tokens, budget, window, target.name)
-                raise declarations_too_large(target.engine, *args) or PromptTooLong(
+                raise declarations_too_large(target.prompts, *args) or PromptTooLong(
                     f"The prompt ({used} tokens) plus the reply budget ({budget}) exceeds the "
                     f"{target.name} path's context window ({window} tokens).",
                     self.options.too_long_fix,
@@ -248,17 +269,16 @@ class TurnPipeline:
             yield event
 
     async def compare(
-        self, baseline: PathEngine, optimized: PathEngine, first: str = "baseline"
+        self, baseline: PathEngine, optimized: PathEngine, first: str, pause: Callable[[], Awaitable[None]]
     ) -> AsyncIterator[PathEvent | CompareResult]:
-        """Both paths' events, the ``first`` path's first, then a ``CompareResult`` if both finished."""
+        """Both paths' events, the ``first`` path's first (``backend.chat.verdict.first_path``), then a
+        ``CompareResult`` if both finished. ``pause`` runs between the paths, so the second is timed
+        alone (stock vLLM's worker still spins a while after a request: ``backend.engine.local.quiet``)."""
         if first not in (baseline.name, optimized.name):
             raise ValueError(f"first must be {baseline.name!r} or {optimized.name!r}, got {first!r}")
         self.check(baseline, optimized)
         for target in (baseline, optimized):
-            notes = list(self._notes)
-            prompt = self._request(target, [], self._declarations()).prompt
-            self._notes = notes  # a check, not a request: no second "prompt sized" note
-            problem = await tokenization_difference(target.engine, prompt)
+            problem = await tokenization_difference(target.prompts, self._checked[target.name][0].prompt)
             if problem:
                 yield PathEvent(target.name, Failed(target.name, problem, "rejected"))
                 return
@@ -266,7 +286,7 @@ class TurnPipeline:
         order = (baseline, optimized) if first == baseline.name else (optimized, baseline)
         for target in order:
             if target is order[1] and not self.stopped:
-                await settle(self.options.compare_settle_s)  # the first path's worker may still spin
+                await pause()  # the first path's worker may still spin
             async for event in self._path(target):
                 yield PathEvent(target.name, event)
                 if isinstance(event, ENDINGS) and not isinstance(event, Finished):
@@ -274,7 +294,7 @@ class TurnPipeline:
                 if isinstance(event, Finished):
                     finals[target.name] = event
         base, opt = finals[baseline.name], finals[optimized.name]
-        parity = compare_tokens(base.token_ids, opt.token_ids, lambda t: optimized.engine.decode([t]))
+        parity = compare_tokens(base.token_ids, opt.token_ids, lambda t: optimized.prompts.decode([t]))
         differences = path_differences(baseline.info, optimized.info)
         yield CompareResult(base, opt, parity, differences, kernel_mode(baseline.info, optimized.info))
 
@@ -284,7 +304,7 @@ class TurnPipeline:
         if self.stopped:  # Esc before this path began (e.g. while its engine started)
             events = _stopped(target.name)
         elif self.tools is None:
-            request = self._request(target, [], [])
+            request = self._first_request(target, [], [])
             self._request_ids[target.name] = request.request_id
             events = _one_step(target.engine.stream(request), request.prompt)
         else:
@@ -293,7 +313,7 @@ class TurnPipeline:
                 target.engine,
                 self.tools,
                 [],
-                lambda transcript, tools: self._request(target, transcript, tools),
+                lambda transcript, tools: self._first_request(target, transcript, tools),
                 limits.max_steps,
                 limits.max_result_chars,
                 self._shared.view(target.name),

@@ -43,9 +43,11 @@ def compares_so_far(extras: Iterable[Mapping[str, object]]) -> list[float | None
     return found
 
 
-def first_path(earlier: int) -> str:
-    """The path that runs first in a chat's next compare, after ``earlier`` compares."""
-    return COMPARED[earlier % 2]
+def first_path(earlier: int, resident: str | None = None) -> str:
+    """The path that runs first in a chat's next compare, after ``earlier`` compares: where the two
+    swap, the one already on the device (``resident``: one swap a compare, not two; the other is
+    stopped or asleep, so neither runs beside the other's leftovers anyway); else they alternate."""
+    return resident if resident in COMPARED else COMPARED[earlier % 2]
 
 
 def fmt_x(value: float) -> str:

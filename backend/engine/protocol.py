@@ -129,16 +129,9 @@ class EngineInfo:
     """The speculation this engine runs with and why, in one line (None: not decided by measurement)."""
 
 
-class Engine(Protocol):
-    """What the app needs from an engine."""
-
-    async def start(self, progress: ProgressCallback | None = None) -> EngineInfo: ...
-
-    def stream(self, request: EngineRequest) -> AsyncIterator[TurnEvent]: ...
-
-    async def abort(self, request_id: str) -> None: ...
-
-    async def shutdown(self) -> None: ...
+class RendersPrompts(Protocol):
+    """What renders a path's prompts and reads its tokens: the engine (its model's template and
+    tokenizer), travelling with the handle as ``PathEngine.prompts``."""
 
     def render(
         self, messages: list[ChatMessage], tools: list[dict[str, Any]] | None = None, *, think: bool = False
@@ -153,6 +146,18 @@ class Engine(Protocol):
         ...
 
 
+class Engine(RendersPrompts, Protocol):
+    """What the app needs from an engine."""
+
+    async def start(self, progress: ProgressCallback | None = None) -> EngineInfo: ...
+
+    def stream(self, request: EngineRequest) -> AsyncIterator[TurnEvent]: ...
+
+    async def abort(self, request_id: str) -> None: ...
+
+    async def shutdown(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class PathEngine:
     """A started engine of one path, with what it said about itself when it started."""
@@ -160,3 +165,11 @@ class PathEngine:
     name: str
     engine: Engine
     info: EngineInfo
+    renderer: RendersPrompts | None = None
+    """The engine behind ``engine`` where that is a wrapper (swap mode's ``ResidentEngine``): the
+    pipeline renders with it and asks it of its tokenizer, so the wrapper forwards only requests."""
+
+    @property
+    def prompts(self) -> RendersPrompts:
+        """What renders this path's prompts, decodes its tokens and (a server) says how it tokenizes."""
+        return self.renderer if self.renderer is not None else self.engine

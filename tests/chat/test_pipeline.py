@@ -5,16 +5,17 @@ tool tests."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from app.tui.widgets.status_bar import StatusFigures
 from backend.chat.compare import SAME_PATHS, CompareResult
 from backend.chat.pipeline import FixedPrompt, HistoryTrimmed, PromptSized, TurnOptions, TurnPipeline
-from backend.chat.verdict import Verdict
+from backend.chat.verdict import Verdict, first_path
 from backend.engine.protocol import Cancelled, EngineInfo, Failed, Finished, PathEngine, SamplingSettings
 from backend.errors import PromptTooLong
-from backend.gemma4.messages import ChatMessage
+from backend.gemma4.messages import ChatMessage, RenderedPrompt
 from backend.media.attachment import AttachmentError
 from backend.tools.builtins import ToolContext
 from backend.tools.registry import ToolRegistry
@@ -30,6 +31,10 @@ async def _target(name: str, **fake: object) -> PathEngine:
 
 def _prompt(*texts: str) -> FixedPrompt:
     return FixedPrompt([ChatMessage("user", t) for t in texts])
+
+
+async def _no_pause() -> None:
+    """The pause between a compare's paths, which a fake engine does not need."""
 
 
 async def test_tools_off_is_one_request(tmp_path: Path) -> None:
@@ -83,59 +88,72 @@ async def test_attachments_the_model_cannot_take_are_refused_on_either_path(tmp_
         FixedPrompt([ChatMessage("user", "hear", media=("audio",))], [audio]), TurnOptions()
     )
     with pytest.raises(AttachmentError, match="baseline path's model cannot take audio"):
-        [e async for e in pipeline.compare(baseline, optimized)]
+        [e async for e in pipeline.compare(baseline, optimized, "baseline", _no_pause)]
     assert not optimized.engine.requests, "refused before either path ran"  # type: ignore[attr-defined]
 
 
 async def test_compare_says_what_differed_and_when_nothing_did() -> None:
     baseline, optimized = await _target("baseline"), await _target("optimized")
-    items = [i async for i in TurnPipeline(_prompt("hi"), TurnOptions()).compare(baseline, optimized)]
+    items = [
+        i
+        async for i in TurnPipeline(_prompt("hi"), TurnOptions()).compare(
+            baseline, optimized, "baseline", _no_pause
+        )
+    ]
     result = items[-1]
     assert isinstance(result, CompareResult) and result.parity.identical
     assert result.decode_speedup == 2.5 and "path=optimized" in result.differences_line()
 
     same = EngineInfo("m", 4096, frozenset({"text"}), {"dtype": "auto"}, {"VLLM_CPU_KVCACHE_SPACE": "1"})
     twins = [PathEngine(p, FakeEngine(p), same) for p in ("baseline", "optimized")]
-    items = [i async for i in TurnPipeline(_prompt("hi"), TurnOptions()).compare(*twins)]
+    items = [
+        i async for i in TurnPipeline(_prompt("hi"), TurnOptions()).compare(*twins, "baseline", _no_pause)
+    ]
     result = items[-1]
     assert isinstance(result, CompareResult) and result.same_paths
     assert result.decode_speedup is None and Verdict(result).summary().startswith(SAME_PATHS)
 
 
-async def test_compare_pauses_between_the_paths(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The optimized path starts only after the baseline's engine has had time to go quiet."""
-    baseline, optimized = await _target("baseline"), await _target("optimized")
-    pauses: list[tuple[float | None, int, int]] = []
-
-    async def settle(seconds: float | None = None) -> None:
-        engines = (baseline.engine, optimized.engine)
-        pauses.append((seconds, *(len(e.requests) for e in engines)))  # type: ignore[attr-defined]
-
-    monkeypatch.setattr("backend.chat.pipeline.settle", settle)
-    options = TurnOptions(compare_settle_s=0.25)
-    items = [i async for i in TurnPipeline(_prompt("hi"), options).compare(baseline, optimized)]
-    assert isinstance(items[-1], CompareResult)
-    assert pauses == [(0.25, 1, 0)], "one pause, after the baseline's request, before the optimized one"
-
-
-async def test_compare_runs_the_first_path_named_first_and_pauses_before_the_other(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+async def test_compare_pauses_between_the_paths() -> None:
+    """The optimized path starts only after the caller's pause (the baseline's engine going quiet)."""
     baseline, optimized = await _target("baseline"), await _target("optimized")
     pauses: list[tuple[int, int]] = []
 
-    async def settle(seconds: float | None = None) -> None:
+    async def pause() -> None:
         pauses.append((len(baseline.engine.requests), len(optimized.engine.requests)))  # type: ignore[attr-defined]
 
-    monkeypatch.setattr("backend.chat.pipeline.settle", settle)
     pipeline = TurnPipeline(_prompt("hi"), TurnOptions())
-    items = [i async for i in pipeline.compare(baseline, optimized, "optimized")]
+    items = [i async for i in pipeline.compare(baseline, optimized, "baseline", pause)]
+    assert isinstance(items[-1], CompareResult)
+    assert pauses == [(1, 0)], "one pause, after the baseline's request, before the optimized one"
+
+
+async def test_compare_runs_the_first_path_named_first_and_pauses_before_the_other() -> None:
+    baseline, optimized = await _target("baseline"), await _target("optimized")
+    pauses: list[tuple[int, int]] = []
+
+    async def pause() -> None:
+        pauses.append((len(baseline.engine.requests), len(optimized.engine.requests)))  # type: ignore[attr-defined]
+
+    pipeline = TurnPipeline(_prompt("hi"), TurnOptions())
+    items = [i async for i in pipeline.compare(baseline, optimized, "optimized", pause)]
     started = [i.path for i in items if hasattr(i, "event") and type(i.event).__name__ == "Started"]
     assert started == ["optimized", "baseline"] and pauses == [(0, 1)]
     result = items[-1]
     assert isinstance(result, CompareResult) and result.decode_speedup == 2.5, "still optimized / baseline"
     with pytest.raises(ValueError, match="first must be"):
-        [i async for i in TurnPipeline(_prompt("hi"), TurnOptions()).compare(baseline, optimized, "fast")]
+        [
+            i
+            async for i in TurnPipeline(_prompt("hi"), TurnOptions()).compare(
+                baseline, optimized, "fast", _no_pause
+            )
+        ]
+
+
+def test_the_first_path_alternates_unless_one_is_on_the_device() -> None:
+    assert [first_path(n) for n in range(3)] == ["baseline", "optimized", "baseline"]
+    assert first_path(0, "optimized") == "optimized" and first_path(1, "baseline") == "baseline"
+    assert first_path(1, None) == "optimized"
 
 
 async def test_stop_before_a_path_starts_cancels_it_without_a_request() -> None:
@@ -181,8 +199,60 @@ async def test_compare_stops_before_generating_when_a_server_tokenizes_different
     baseline = await _target("baseline")
     served = Served("optimized")
     optimized = PathEngine("optimized", served, await served.start())
-    items = [i async for i in TurnPipeline(_prompt("hi"), TurnOptions()).compare(baseline, optimized)]
+    items = [
+        i
+        async for i in TurnPipeline(_prompt("hi"), TurnOptions()).compare(
+            baseline, optimized, "baseline", _no_pause
+        )
+    ]
     (failed,) = [i.event for i in items if hasattr(i, "event") and isinstance(i.event, Failed)]
     assert failed.message.startswith("The server at http://gpu:8000 tokenizes the prompt differently")
     assert "(4 vs 3 tokens, first difference at token 2)" in failed.message
     assert not baseline.engine.requests and not served.requests  # type: ignore[attr-defined]
+
+
+class CountingRenders(FakeEngine):
+    """A fake engine that counts how often a prompt is rendered on it."""
+
+    renders = 0
+
+    def render(self, *args: Any, **kwargs: Any) -> RenderedPrompt:
+        self.renders += 1
+        return super().render(*args, **kwargs)
+
+
+async def _counted(name: str) -> PathEngine:
+    engine = CountingRenders(name)
+    return PathEngine(name, engine, await engine.start())
+
+
+async def test_a_compare_renders_each_paths_prompt_once_per_step(tmp_path: Path) -> None:
+    baseline, optimized = await _counted("baseline"), await _counted("optimized")
+    items = [
+        i
+        async for i in TurnPipeline(_prompt("hi"), TurnOptions()).compare(
+            baseline, optimized, "baseline", _no_pause
+        )
+    ]
+    assert isinstance(items[-1], CompareResult)
+    assert [t.engine.renders for t in (baseline, optimized)] == [1, 1]  # type: ignore[attr-defined]
+    sized = [(i.path, i.event.path) for i in items if isinstance(getattr(i, "event", None), PromptSized)]
+    assert sized == [("baseline", "baseline"), ("optimized", "optimized")], "once each, on its own pane"
+    runner = ToolRunner(ToolRegistry.load(ToolContext(Sandbox.of([str(tmp_path)]), tmp_path / "h.db")))
+    target = await _counted("optimized")
+    events = [e async for e in TurnPipeline(_prompt("hi"), TurnOptions(), runner).run(target)]
+    assert isinstance(events[-1], Finished)
+    assert target.engine.renders == len(target.engine.requests) == 1  # type: ignore[attr-defined]
+
+
+async def test_history_dropped_for_one_path_is_dropped_for_both() -> None:
+    baseline = await _target("baseline", max_model_len=2000)
+    optimized = await _target("optimized", max_model_len=300)
+    source = Shrinking([ChatMessage("user", "old " * 300), ChatMessage("user", "new")])
+    options = TurnOptions(sampling=SamplingSettings(max_tokens=64), trim_history=True)
+    items = [
+        i async for i in TurnPipeline(source, options).compare(baseline, optimized, "baseline", _no_pause)
+    ]
+    assert isinstance(items[-1], CompareResult)
+    assert HistoryTrimmed("optimized", "user") in [getattr(i, "event", None) for i in items]
+    assert all("old" not in t.engine.requests[0].prompt for t in (baseline, optimized))  # type: ignore[attr-defined]

@@ -173,8 +173,9 @@ def _on_cpu(path: EnginePath, source: ModelSource, settings: EngineSettings, arg
     measured: SpeculationChoice | None = None
     drafts: DraftPlan | None = None
     spec: Speculative
+    cpu_env, cpu_notes = optimized_cpu_env(settings) if path.name == "optimized" else ({}, ())
     if path == EnginePath.optimized():
-        spec, notes, measured, drafts = optimized_speculation(source, settings, False)
+        spec, notes, measured, drafts = optimized_speculation(source, settings, False, cpu_env)
     else:
         spec = speculative(path, source, False)
     if spec is None:
@@ -196,7 +197,6 @@ def _on_cpu(path: EnginePath, source: ModelSource, settings: EngineSettings, arg
         if path.name == "optimized":
             env.update(speculating_cpu_env())
     if path.name == "optimized":
-        cpu_env, cpu_notes = optimized_cpu_env(settings)
         env.update(cpu_env)
         notes = (*notes, *cpu_notes)
         if UNI_WORKER_ENV in cpu_env:

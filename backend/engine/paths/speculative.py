@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from backend.config.settings import EngineSettings
+from backend.engine.argument import Argument
 from backend.engine.model.source import ModelSource
 from backend.engine.paths.values import EnginePath
 from backend.engine.speculation.choice import AUTO_MOST_DRAFTS, SpeculationChoice, choice_key
@@ -55,12 +56,12 @@ def measured_speculative(
 
 
 def optimized_speculation(
-    source: ModelSource, settings: EngineSettings, gpu: bool
+    source: ModelSource, settings: EngineSettings, gpu: bool, cpu_env: dict[str, Argument] | None = None
 ) -> tuple[tuple[dict[str, Any], str] | None, tuple[str, ...], SpeculationChoice | None, DraftPlan | None]:
     """The optimized path's speculation: forced by settings; else on a CPU the most drafts the
     engine may propose, with the plan that sets how many it does (``DraftPlan``: decided at the
     first start, applied at every start); else on a GPU measured or the default. With the measured
-    choice where there is one."""
+    choice where there is one. ``cpu_env``: the CPU engine's ``optimized_cpu_env``, computed once."""
     if settings.speculation == "none":
         return None, ("speculation off (settings: speculation = none)",), None, None
     if settings.speculation != "auto":
@@ -72,7 +73,7 @@ def optimized_speculation(
             None,
             None,
         )
-    key = choice_key(source, settings, gpu)
+    key = choice_key(source, settings, gpu, cpu_env)
     if not gpu:
         choice = stored_choice(key)
         drafter = "mtp" if source.drafter is not None else "ngram"

@@ -123,7 +123,7 @@ class EnginePool:
             if info is None:
                 async with swapper.lock:
                     info = await swapper.make_resident(path)
-            return PathEngine(path, ResidentEngine(swapper, path, engine), info)
+            return PathEngine(path, ResidentEngine(swapper, path, engine), info, renderer=engine)
         return await self._started_path(path)
 
     async def _started(self, path: str) -> EngineInfo:

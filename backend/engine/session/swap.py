@@ -163,13 +163,16 @@ class ResidentEngine:
     def render(
         self, messages: list[ChatMessage], tools: list[dict[str, Any]] | None = None, *, think: bool = False
     ) -> RenderedPrompt:
-        return self.engine.render(messages, tools, think=think)
+        return self.engine.render(messages, tools, think=think)  # the Engine protocol's; turns use .prompts
 
     def decode(self, token_ids: list[int]) -> str:
         return self.engine.decode(token_ids)
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.engine, name)  # anything else (a server's url, cache resets) is the engine's
+
+def prompts_of(engine: Engine) -> Engine:
+    """What renders ``engine``'s prompts: the engine a ``ResidentEngine`` wraps, else the engine
+    itself (``PathEngine.renderer``)."""
+    return engine.engine if isinstance(engine, ResidentEngine) else engine
 
 
 def info_before_start(engine: object) -> EngineInfo | None:

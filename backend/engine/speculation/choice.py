@@ -33,6 +33,7 @@ from backend.engine.speculation.load_rule import describe_steps
 
 if TYPE_CHECKING:
     from backend.config.settings import EngineSettings
+    from backend.engine.argument import Argument
     from backend.engine.model.source import ModelSource
 
 PROBE_DRAFTS = 4
@@ -349,11 +350,14 @@ def _gpu_name() -> str:
         return "gpu"
 
 
-def choice_key(source: ModelSource, settings: EngineSettings, gpu: bool) -> str:
+def choice_key(
+    source: ModelSource, settings: EngineSettings, gpu: bool, cpu_env: dict[str, Argument] | None = None
+) -> str:
     """The model's and drafter's files (contents, not paths), dtype, exact mode, device (the GPU's name), vLLM
     version, CPU features, cores, what the optimized path adds to a CPU engine's environment (the linear
     kernel's build and threads, every core, how its drafter runs) and the process environment
-    (executor, threads): a choice measured under others does not apply."""
+    (executor, threads): a choice measured under others does not apply. ``cpu_env``: that
+    environment where the caller has it already (``optimized_cpu_env`` then runs once per start)."""
     from backend.engine.cpu.env import optimized_cpu_env, speculating_cpu_env
     from backend.provenance import cpu_flags
 
@@ -362,7 +366,8 @@ def choice_key(source: ModelSource, settings: EngineSettings, gpu: bool) -> str:
         parts.append("exact")
     if not gpu:
         parts += [",".join(cpu_flags()), f"cores={os.cpu_count()}"]
-        parts += [f"{name}={arg.value}" for name, arg in optimized_cpu_env(settings)[0].items()]
+        env = cpu_env if cpu_env is not None else optimized_cpu_env(settings)[0]
+        parts += [f"{name}={arg.value}" for name, arg in env.items()]
         parts += [f"{name}={arg.value}" for name, arg in speculating_cpu_env().items()]
     parts += [f"{name}={os.environ.get(name, '')}" for name in KEYED_ENV]
     for role, directory in (("model", source.path), ("drafter", source.drafter)):

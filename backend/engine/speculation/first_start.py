@@ -127,9 +127,11 @@ async def settle_drafts(
     budget_s: float = BUDGET_S,
     rounds: int = ROUNDS,
     prompts: int = PROMPTS,
+    kept: SpeculationChoice | None = None,
 ) -> SpeculationChoice:
-    """Apply the choice kept for ``plan``'s model and machine, measuring it first where none is."""
-    choice = stored_choice(plan.key)
+    """Apply the choice kept for ``plan``'s model and machine (``kept``: as the caller read it),
+    measuring it first where none is."""
+    choice = kept if kept is not None else stored_choice(plan.key)
     if choice is None:
         say(measuring_stage(budget_s))
         choice = await decide(engine, plan, renderer, budget_s=budget_s, rounds=rounds, prompts=prompts)
@@ -170,12 +172,13 @@ async def with_drafts_settled(
     plan: DraftPlan,
     renderer: PromptRenderer,
     say: Callable[[str], None],
+    kept: SpeculationChoice | None = None,
 ) -> tuple[EngineInfo, ReplyCheck | None]:
     """``info`` once the engine's drafts are settled, naming the verdict, and the check the user's
     replies make of a predicted choice (``reply_check``); where measuring failed (but the engine
     lives) the engine runs without drafts and the start note says why."""
     try:
-        choice = await settle_drafts(engine, plan, renderer, say)
+        choice = await settle_drafts(engine, plan, renderer, say, kept=kept)
     except EngineDied:
         raise
     except (GemmaChatError, RuntimeError) as error:

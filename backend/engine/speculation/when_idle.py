@@ -246,8 +246,9 @@ async def drafts_at_start(
     """A started engine's drafts: the choice kept for this model and machine, applied at once;
     with none kept, measured now (``AT_START``), or no drafts until a measurement when idle has
     decided (``WHEN_IDLE``: it is returned, begun), or no drafts (``NEVER``)."""
-    if measure == AT_START or stored_choice(plan.key) is not None:
-        settled, check = await with_drafts_settled(engine, info, plan, renderer, say)
+    kept = stored_choice(plan.key)  # read once for this start
+    if measure == AT_START or kept is not None:
+        settled, check = await with_drafts_settled(engine, info, plan, renderer, say, kept)
         return settled, check, None
     first, *then = serving_steps(None, plan)
     await engine.set_drafts(first[1], first[0], tuple(then))

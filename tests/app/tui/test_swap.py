@@ -114,6 +114,25 @@ async def test_the_pool_keeps_one_engine_on_the_device(kind: type[DeviceEngine])
     await pool.shutdown()
 
 
+async def test_a_swapped_path_renders_with_its_own_engine_and_the_wrapper_forwards_no_attribute() -> None:
+    """The handle carries the engine that renders (``PathEngine.prompts``); ``ResidentEngine`` and
+    ``DeferredEngine`` forward by name nothing beyond their explicit methods."""
+    from backend.engine.session.factory import DeferredEngine
+    from backend.engine.session.swap import ResidentEngine
+
+    device = Device()
+    made: dict[str, DeviceEngine] = {}
+    pool = EnginePool(
+        lambda path: made.setdefault(path, DeviceEngine(path, device=device)), swapping=lambda: True
+    )
+    optimized = await pool.ensure("optimized")
+    assert isinstance(optimized.engine, ResidentEngine) and optimized.prompts is made["optimized"]
+    for wrapper in (ResidentEngine, DeferredEngine):
+        assert not hasattr(wrapper, "__getattr__"), f"{wrapper.__name__} forwards by __getattr__"
+    assert not hasattr(optimized.engine, "requests"), "the fake's own attribute stays its own"
+    await pool.shutdown()
+
+
 async def test_a_request_waits_for_the_running_one_before_swapping() -> None:
     device = Device()
     made: dict[str, DeviceEngine] = {}

@@ -199,3 +199,30 @@ async def test_the_app_answers_while_pending_then_says_the_measured_choice(tmp_p
         assert any(f"speculation measured when idle: {verdict}; applied from now on" in n for n in notes), (
             notes
         )
+
+
+async def test_a_start_with_a_kept_choice_reads_it_once(
+    renderer: PromptRenderer, gemma_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kept choice is read once per start (when_idle's check, then applied as read)."""
+    from backend.engine.speculation import first_start
+    from backend.engine.speculation.choice import SpeculationChoice
+
+    plan = DraftPlan("mtp", 4, "key-read-once", 4)
+    engine = Shared()
+    kept = SpeculationChoice("mtp", 2, 1.5, 1.5, 1.5, (), measured_by="first start")
+    store_choice(plan.key, kept)
+    reads: list[str] = []
+
+    def counted(key: str) -> object:
+        reads.append(key)
+        return stored_choice(key)
+
+    monkeypatch.setattr(when_idle, "stored_choice", counted)
+    monkeypatch.setattr(first_start, "stored_choice", counted)
+    info = EngineInfo("m", 4096, frozenset({"text"}), {})
+    settled, _, pending = await when_idle.drafts_at_start(
+        engine, engine.raw, info, plan, renderer, lambda _: None, when_idle.WHEN_IDLE
+    )
+    assert reads == ["key-read-once"] and pending is None and settled.speculation
+    assert engine.drafts == first_start.serving_steps(kept, plan)[0][1]
