@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from backend.bench.ablation import Ablation, AblationRows, ablation_markdown, ablation_rows
+from backend.bench.alone import alone_markdown, alone_name
 from backend.bench.hardware import peer_label
 from backend.bench.rows import Row, figure, num, rows_for
 from backend.bench.variants import VariantRows, variant_rows, variants_markdown
@@ -60,6 +61,8 @@ class BenchReport:
     """The optimized path with other attention backends (``backend.bench.variants``)."""
     ablations: list[AblationRows] = field(default_factory=list)
     """The baseline with each part of the optimized path alone (``backend.bench.ablation``)."""
+    batched_parity: dict[str, ParityReport] = field(default_factory=dict)
+    """Batched workloads: the baseline's batched tokens against its own alone (``alone``)."""
 
     @classmethod
     def build(
@@ -92,13 +95,17 @@ class BenchReport:
         base, opt = paths.get("baseline"), paths.get("optimized")
         rows: list[Row] = []
         parity: dict[str, ParityReport] = {}
+        batched_parity: dict[str, ParityReport] = {}
         acceptance: dict[str, float | None] = {}
         for name in options.workloads:
             b = base.workloads.get(name, []) if base else []
             o = opt.workloads.get(name, []) if opt else []
             rows.extend(rows_for(name, b, o, peer, compute_roof, bandwidth_roof))
+            alone = base.workloads.get(alone_name(name), []) if base else []
             if b and o:
-                parity[name] = _parity_over(b, o)
+                parity[name] = _parity_over(alone * len(o), o) if alone else _parity_over(b, o)
+            if b and alone:
+                batched_parity[name] = _parity_over(alone * len(b), b)
             acceptance[name] = acceptance_of(r for run in o for r in run.requests)
         peer_parity = _peer_parity(base, peer)
         meta = {**_meta(source, settings, options, costs), "schedule": schedule}
@@ -129,6 +136,7 @@ class BenchReport:
             lengths,
             tried,
             parts,
+            batched_parity,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -141,6 +149,7 @@ class BenchReport:
             "rows": [r.to_json() for r in self.rows],
             "parity": {name: _parity_json(p) for name, p in self.parity.items()},
             "transformers_parity": {name: _parity_json(p) for name, p in self.peer_parity.items()},
+            "baseline_batched_vs_alone": {name: _parity_json(p) for name, p in self.batched_parity.items()},
             "speculative_acceptance": self.acceptance,
             "peak_memory_gib": self.memory_gib,
             "step_costs": None if self.step_costs is None else self._step_costs_json(),
@@ -196,7 +205,7 @@ class BenchReport:
                 f"| {optimized} | {self._speedup(row)} | {shown} "
                 f"| {'' if accepted is None else f'{accepted:.0%}'} | {of_roof} |"
             )
-        lines += ["", self._footer()]
+        lines += ["", self._footer(), *alone_markdown(self.batched_parity, self.parity)]
         divergences = [
             f"- {workload} `{rid}`: {result.describe()}"
             for workload, report in self.parity.items()
@@ -204,7 +213,11 @@ class BenchReport:
             if not result.identical
         ]
         if divergences:
-            lines += ["", "First divergences (baseline vs optimized):", *divergences]
+            lines += [
+                "",
+                "First divergences (the baseline — alone, for a batched workload — vs optimized):",
+                *divergences,
+            ]
         lines += ablation_markdown(self.ablations)
         lines += variants_markdown(self.variants)
         if costs:

@@ -19,11 +19,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from backend.bench.ablation import measure_ablations
+from backend.bench.alone import batched, run_alone
 from backend.bench.memory import PeakMemory
 from backend.bench.options import BENCH_LOG, BenchOptions, Progress, is_throughput, within_batch_limits
 from backend.bench.peer import run_peer
@@ -123,6 +124,7 @@ async def measure_paths(
             for name in names:
                 await warm_up(engines[name], name, options, workloads, progress)
             runs = await run_interleaved(engines, options, workloads, progress)
+            await _alone_reference(engines, runs, options, workloads, progress)
             gpu = f"; on the GPU side by side, {plan.shares_text()}" if plan is not None else ""
             return runs, f"interleaved (A B, B A, …), each run {_settle_s(options):.1f} s after the last{gpu}"
         for name in names:
@@ -130,6 +132,7 @@ async def measure_paths(
                 engines[name] = await start(name)
             await warm_up(engines[name], name, options, workloads, progress)
             runs.update(await run_interleaved({name: engines[name]}, options, workloads, progress))
+            await _alone_reference({name: engines[name]}, runs, options, workloads, progress, names)
             await engines.pop(name).shutdown()
         schedule = (
             f"one path after the other: {room / 2**30:.1f} GiB free could not hold a second engine "
@@ -141,6 +144,22 @@ async def measure_paths(
     finally:
         for engine in engines.values():
             await engine.shutdown()
+
+
+async def _alone_reference(
+    engines: Mapping[str, Engine],
+    runs: Runs,
+    options: BenchOptions,
+    workloads: Workloads,
+    progress: Progress,
+    paths: Sequence[str] = (),
+) -> None:
+    """Where both paths run, the baseline's batched requests once more, each alone (``alone``)."""
+    if "baseline" not in engines or "optimized" not in {*engines, *paths} or not batched(options):
+        return
+    progress("baseline: each batched request alone (the parity reference)", 0, 1)
+    runs["baseline"].update(await run_alone(engines["baseline"], options, workloads))
+    progress("baseline: each batched request alone (the parity reference)", 1, 1)
 
 
 async def _start(

@@ -74,12 +74,24 @@ def optimized_cpu_env(settings: EngineSettings) -> tuple[dict[str, Argument], tu
     return env, notes
 
 
-def row_exact_env() -> dict[str, Argument]:
+def row_exact_env(one_pass: bool = False) -> dict[str, Argument]:
     """Row-exact verification, unless ``GEMMA_CHAT_FORCE_ROW_EXACT`` is off (0, false, no or off:
     to measure what it costs, or to show the divergence it prevents); ``rows`` keeps it on without
-    the one-pass kernel (``one_pass_env``)."""
+    the one-pass kernel (``one_pass_env``). With the one-pass kernel (``one_pass``) every step of
+    several rows computes each request's rows as it would alone (``all``): the kernel gives any row
+    its one-row order at no extra cost, and a request's tokens then do not depend on what else runs."""
     if not row_exact_forced_on():
         return {}
+    if one_pass:
+        return {
+            ROW_EXACT_ENV: Argument(
+                "all",
+                "each request's rows get the bits that request's one-row steps give them, in every "
+                "step — verifying drafts or batched with other requests: greedy tokens are the "
+                "baseline's alone by construction, whatever else runs (the one-pass kernel computes "
+                "every row in that order at the cost of one pass over the weights)",
+            )
+        }
     return {
         ROW_EXACT_ENV: Argument(
             1,
@@ -113,10 +125,11 @@ def one_pass_env() -> tuple[dict[str, Argument], str | None]:
     }, None
 
 
-def speculating_cpu_env() -> dict[str, Argument]:
-    """What the optimized CPU engine adds to its environment when it speculates."""
+def speculating_cpu_env(one_pass: bool = False) -> dict[str, Argument]:
+    """What the optimized CPU engine adds to its environment when it speculates (``one_pass``: with
+    the one-pass row-exact kernel in its environment)."""
     return {
-        **row_exact_env(),
+        **row_exact_env(one_pass),
         NO_PREFILL_DRAFTS_ENV: Argument(
             1,
             "a step in which every request is prefilling answers without running the drafter, so "

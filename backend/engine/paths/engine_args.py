@@ -13,6 +13,7 @@ from backend.config.settings import EngineSettings
 from backend.config.switch_rules import DRAFT_SCHEDULE as DRAFT_SCHEDULE_ENV
 from backend.config.switch_rules import LIVE_SPEC_METRICS as LIVE_SPEC_METRICS_ENV
 from backend.config.switch_rules import NO_PREFILL_DRAFTS as NO_PREFILL_DRAFTS_ENV
+from backend.config.switch_rules import ROW_EXACT_KERNEL
 from backend.config.switch_rules import UNI_WORKER as UNI_WORKER_ENV
 from backend.engine.argument import Argument
 from backend.engine.cpu.env import optimized_cpu_env, speculating_cpu_env
@@ -195,7 +196,7 @@ def _on_cpu(path: EnginePath, source: ModelSource, settings: EngineSettings, arg
             )
         _speculating(path, args, env, config, why)
         if path.name == "optimized":
-            env.update(speculating_cpu_env())
+            env.update(speculating_cpu_env(ROW_EXACT_KERNEL in cpu_env))
     if path.name == "optimized":
         env.update(cpu_env)
         notes = (*notes, *cpu_notes)

@@ -358,6 +358,7 @@ def choice_key(
     kernel's build and threads, every core, how its drafter runs) and the process environment
     (executor, threads): a choice measured under others does not apply. ``cpu_env``: that
     environment where the caller has it already (``optimized_cpu_env`` then runs once per start)."""
+    from backend.config.switch_rules import ROW_EXACT_KERNEL
     from backend.engine.cpu.env import optimized_cpu_env, speculating_cpu_env
     from backend.provenance import cpu_flags
 
@@ -368,7 +369,8 @@ def choice_key(
         parts += [",".join(cpu_flags()), f"cores={os.cpu_count()}"]
         env = cpu_env if cpu_env is not None else optimized_cpu_env(settings)[0]
         parts += [f"{name}={arg.value}" for name, arg in env.items()]
-        parts += [f"{name}={arg.value}" for name, arg in speculating_cpu_env().items()]
+        one_pass = ROW_EXACT_KERNEL in env
+        parts += [f"{name}={arg.value}" for name, arg in speculating_cpu_env(one_pass).items()]
     parts += [f"{name}={os.environ.get(name, '')}" for name in KEYED_ENV]
     for role, directory in (("model", source.path), ("drafter", source.drafter)):
         if directory is None:

@@ -151,7 +151,7 @@ def test_the_choice_key_follows_the_engine_environment(
 
     drafting = choice_key(source, settings, gpu=False)
     fewer = dict(list(cpu_env.speculating_cpu_env().items())[:-1])
-    monkeypatch.setattr(cpu_env, "speculating_cpu_env", lambda: fewer)
+    monkeypatch.setattr(cpu_env, "speculating_cpu_env", lambda one_pass=False: fewer)
     assert choice_key(source, settings, gpu=False) != drafting, "the drafter run another way"
 
 
