@@ -10,7 +10,7 @@ Standard library only: this module runs before anything is installed.
   wheel folders), the set-up retries once with PyTorch's CPU wheel index.
 * The package index's ``torchaudio`` and ``torchcodec`` are linked against CUDA torch
   and break ``import vllm`` beside the CPU build: they are removed. ``torchvision``
-  stays, made importable by ``backend.compat.torchvision_ops``; ``backend.compat`` also lets
+  stays, made importable by ``backend.compat.dependencies.torchvision_ops``; ``backend.compat`` also lets
   Gemma 4's audio tower run on the CPU build. A one-line ``.pth`` file installs both in every
   interpreter of the environment.
 * Before installing the CUDA build, the NVIDIA driver's version is checked against the CUDA

@@ -116,7 +116,7 @@ def _print_host_plan(source: ModelSource, settings: EngineSettings) -> None:
 
 def _row_exact_verdict(source: ModelSource) -> str:
     """What the last start here found of this model's layers (the engine's log says it each start)."""
-    from backend.compat.row_exact_record import describe, kept
+    from backend.compat.linear.row_exact_record import describe, kept
 
     verdict = kept(str(source.path))
     if verdict is None:

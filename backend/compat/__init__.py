@@ -18,4 +18,4 @@ from backend.compat.patches import HOOKS
 def install_import_hooks() -> None:
     """Each hook of ``patches.PATCHES``, in its order (the order decides which wrapper runs first)."""
     for patch in HOOKS:
-        importlib.import_module(f"backend.compat.{patch.module}").install_import_hook()
+        importlib.import_module(f"backend.compat.{patch.concern}.{patch.module}").install_import_hook()

@@ -32,7 +32,7 @@ CORE = "vllm.v1.engine.core"
 @dataclass(frozen=True)
 class Patch:
     module: str
-    """Its module in ``backend.compat``."""
+    """Its module in ``backend.compat.<concern>``."""
     concern: Concern
     label: str
     targets: tuple[str, ...]

@@ -34,7 +34,7 @@ def usable_here() -> str | None:
     """None where the kernel reproduces PyTorch's bfloat16 linear, else the reason it does not.
 
     ``GEMMA_CHAT_FORCE_LINEAR`` decides instead of the CPU: ``kernel`` makes the engines compute
-    as an AVX2 CPU does (``backend.compat.forced_linear``), where the kernel applies."""
+    as an AVX2 CPU does (``backend.compat.linear.forced_linear``), where the kernel applies."""
     force = forced()
     if force == "kernel":
         return None

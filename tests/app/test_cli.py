@@ -199,7 +199,7 @@ def test_serve_prints_the_paths_own_vllm_serve_line() -> None:
     out = _gemma_chat("serve", "--demo", "--print", "--speculation", "mtp", "--port", "8123")
     assert out.returncode == 0, out.stderr
     line = out.stdout.strip()
-    assert "backend.compat.vllm_cli serve " in line or " serve " in line
+    assert "backend.compat.dependencies.vllm_cli serve " in line or " serve " in line
     assert "--speculative-config" in line and '"num_speculative_tokens":2' in line
     assert "--enable-per-request-metrics" in line and "--port 8123" in line and "--seed 0" in line
     assert "--per-request-spec-decode-metrics summary" in line and "--trust-request-chat-template" in line

@@ -21,7 +21,8 @@ from backend.bench.rows import Row
 from backend.bench.session import path_configs, run_interleaved, same_configs, warm_up
 from backend.bench.workload_runs import RequestResult, WorkloadRun
 from backend.bench.workloads import load_workloads
-from backend.compat import one_call_step, prefill_drafts, sampled_row_drafts, uni_worker
+from backend.compat.processes import uni_worker
+from backend.compat.speculation import one_call_step, prefill_drafts, sampled_row_drafts
 from backend.config.settings import Settings
 from backend.engine.local.vllm import VllmEngine
 from backend.engine.metrics import TurnMetrics

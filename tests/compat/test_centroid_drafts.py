@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from backend.checkpoints import make_checkpoint
-from backend.compat import centroid_drafts
+from backend.compat.speculation import centroid_drafts
 
 
 def _proposer_module() -> types.ModuleType:

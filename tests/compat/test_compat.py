@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.compat import torchvision_ops
+from backend.compat.dependencies import torchvision_ops
 
 
 def _run(code: str) -> subprocess.CompletedProcess[str]:
@@ -17,7 +17,7 @@ def _run(code: str) -> subprocess.CompletedProcess[str]:
 
 def test_hook_is_installed_in_every_interpreter_of_the_environment() -> None:
     out = _run(
-        "import sys; from backend.compat.torchvision_ops import _BeforeTorchvision;"
+        "import sys; from backend.compat.dependencies.torchvision_ops import _BeforeTorchvision;"
         "print(any(isinstance(f, _BeforeTorchvision) for f in sys.meta_path))"
     )
     assert out.stdout.strip() == "True", out.stderr
@@ -35,12 +35,14 @@ def test_gemma4_processor_imports_with_the_hook() -> None:
 def test_without_the_hook_torchvision_fails_on_cpu_torch() -> None:
     """Proves the fix is needed here: remove the hook, and the import breaks as PLATFORM.md says."""
     if (
-        _run("from backend.compat.torchvision_ops import needs_schemas; assert needs_schemas()").returncode
+        _run(
+            "from backend.compat.dependencies.torchvision_ops import needs_schemas; assert needs_schemas()"
+        ).returncode
         != 0
     ):
         pytest.skip("this environment's torchvision loads on its own (CUDA torch or a +cpu torchvision)")
     out = _run(
-        "import sys; from backend.compat.torchvision_ops import _BeforeTorchvision;"
+        "import sys; from backend.compat.dependencies.torchvision_ops import _BeforeTorchvision;"
         "sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _BeforeTorchvision)];"
         "import torchvision"
     )
@@ -50,7 +52,7 @@ def test_without_the_hook_torchvision_fails_on_cpu_torch() -> None:
 
 def test_define_schemas_runs_once() -> None:
     out = _run(
-        "from backend.compat import torchvision_ops as t; import torchvision;"
+        "from backend.compat.dependencies import torchvision_ops as t; import torchvision;"
         "print(t.define_schemas(), t._library is not None or not t.needs_schemas())"
     )
     assert out.returncode == 0, out.stderr

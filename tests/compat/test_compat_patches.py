@@ -43,13 +43,13 @@ def test_a_target_that_is_gone_fails_the_resolution() -> None:
 
 def test_the_table_holds_every_hook_module_once_in_install_order(monkeypatch: pytest.MonkeyPatch) -> None:
     hook = re.compile(r"^def install_import_hook\(", re.M)
-    hook_modules = {path.stem for path in COMPAT.glob("*.py") if hook.search(path.read_text())}
+    hook_modules = {path.stem for path in COMPAT.glob("*/*.py") if hook.search(path.read_text())}
     names = [patch.module for patch in patches.PATCHES]
     assert len(names) == len(set(names)) and {p.module for p in patches.HOOKS} == hook_modules
-    assert all((COMPAT / f"{name}.py").exists() for name in names)
+    assert all((COMPAT / p.concern / f"{p.module}.py").exists() for p in patches.PATCHES), "its concern's"
     installed: list[str] = []
     for patch in patches.HOOKS:
-        module = importlib.import_module(f"backend.compat.{patch.module}")
+        module = importlib.import_module(f"backend.compat.{patch.concern}.{patch.module}")
         monkeypatch.setattr(module, "install_import_hook", lambda name=patch.module: installed.append(name))
     backend.compat.install_import_hooks()
     assert installed == [patch.module for patch in patches.HOOKS]
@@ -128,7 +128,7 @@ def test_a_patch_is_installed_whole_or_not_at_all() -> None:
 
 
 def test_the_aot_cache_patch_says_when_torch_has_no_class(caplog: pytest.LogCaptureFixture) -> None:
-    from backend.compat import aot_cache_load
+    from backend.compat.dependencies import aot_cache_load
 
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         aot_cache_load.patch(_module())

@@ -22,7 +22,7 @@ CHILD = textwrap.dedent(
     from types import SimpleNamespace
 
     from backend import compat
-    from backend.compat.draft_schedule import ENV, METHOD
+    from backend.compat.speculation.draft_schedule import ENV, METHOD
     from backend.engine.env import import_engine
 
     compat.install_import_hooks()

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from backend.compat import drafter_attention
+from backend.compat.speculation import drafter_attention
 
 SLIDING_FLASH = {"sliding_window": "FLASH_ATTN"}
 

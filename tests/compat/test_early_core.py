@@ -1,4 +1,4 @@
-"""The engine core's interpreter started early (backend.compat.early_core): it takes vLLM's
+"""The engine core's interpreter started early (backend.compat.processes.early_core): it takes vLLM's
 engine-core process only where nothing differs from a fresh spawn, and ends when it is not taken.
 The real engine's hand-over (and its tokens) are tested at the end."""
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from backend.compat import early_core
-from backend.compat.early_core import VARIABLE as EARLY_CORE_VARIABLE
+from backend.compat.processes import early_core
+from backend.compat.processes.early_core import VARIABLE as EARLY_CORE_VARIABLE
 from backend.engine.local import start_env
 from backend.engine.local.log import capture_stderr
 from backend.engine.local.start_env import StartEnv

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from backend.chat.compare import path_differences
-from backend.compat import one_call_step
+from backend.compat.speculation import one_call_step
 from backend.config.settings import EngineSettings
 from backend.engine.model.source import ModelSource
 from backend.engine.paths.engine_args import EngineConfig, EnginePath, engine_config

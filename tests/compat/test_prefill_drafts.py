@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from backend.chat.compare import ENV_LABELS
-from backend.compat import prefill_drafts
+from backend.compat.speculation import prefill_drafts
 from backend.config.settings import EngineSettings
 from backend.engine.model.source import ModelSource
 from backend.engine.paths.engine_args import EnginePath, engine_config

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import torch
 
-from backend.compat import row_exact_linear
-from backend.compat.row_exact_linear import applies, row_variant, solo_segments
+from backend.compat.linear import row_exact_linear
+from backend.compat.linear.row_exact_linear import applies, row_variant, solo_segments
 
 
 def test_solo_segments_cut_decoding_requests_into_rows() -> None:

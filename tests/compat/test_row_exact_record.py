@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.compat import row_exact_record
+from backend.compat.linear import row_exact_record
 
 
 @pytest.fixture(autouse=True)

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from backend.chat.compare import ENV_LABELS
-from backend.compat import sampled_row_drafts
+from backend.compat.speculation import sampled_row_drafts
 from backend.config.settings import EngineSettings
 from backend.engine.model.source import ModelSource
 from backend.engine.paths.engine_args import EnginePath, engine_config

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from backend.compat import uni_worker
+from backend.compat.processes import uni_worker
 from backend.config.settings import EngineSettings
 from backend.engine.local.vllm import VllmEngine
 from backend.engine.model.source import ModelSource

@@ -95,7 +95,7 @@ async def test_e2b_layer_types_keep_the_baselines_tokens_with_drafts_accepted(
     _variant, checked, rest = found[-1]
     assert int(checked) == LINEAR_LAYERS, f"{checked} of {LINEAR_LAYERS} linear layers checked"
     assert "no proof" not in rest, rest
-    from backend.compat.row_exact_record import kept
+    from backend.compat.linear.row_exact_record import kept
 
     verdict = kept(str(folder))  # what `gemma-chat paths` shows for this model before a start
     assert verdict is not None and verdict["checked"] == LINEAR_LAYERS and verdict["unproven"] == []

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.compat.row_exact_linear import FORCE_ENV as FORCE_ROW_EXACT_ENV
+from backend.compat.linear.row_exact_linear import FORCE_ENV as FORCE_ROW_EXACT_ENV
 from backend.engine.paths.engine_args import EnginePath
 from backend.engine.prompt_sets import SetPrompt, load_prompt_set
 from backend.kernels.env import FORCE_ENV

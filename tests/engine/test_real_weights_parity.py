@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.compat.row_exact_linear import ENV as ROW_EXACT_ENV
+from backend.compat.linear.row_exact_linear import ENV as ROW_EXACT_ENV
 from backend.config.settings import EngineSettings
 from backend.config.switch_rules import ROW_EXACT_KERNEL
 from backend.engine.argument import Argument

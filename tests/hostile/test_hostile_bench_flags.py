@@ -63,7 +63,7 @@ def test_the_early_core_variable_reads_the_usual_words_for_off(
     monkeypatch: pytest.MonkeyPatch, value: str, off: bool
 ) -> None:
     """Hardening round 3: ``GEMMA_CHAT_EARLY_CORE=false`` silently meant on."""
-    from backend.compat import early_core
+    from backend.compat.processes import early_core
 
     monkeypatch.setenv(early_core.VARIABLE, value)
     assert early_core.turned_off() is off

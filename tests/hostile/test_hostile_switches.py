@@ -108,7 +108,8 @@ def test_every_switch_has_a_bogus_case_and_is_no_unknown_setting() -> None:
 
 
 def test_valid_values_keep_their_meaning(monkeypatch: pytest.MonkeyPatch) -> None:
-    from backend.compat import early_core, row_exact_linear, slow_steps
+    from backend.compat.linear import row_exact_linear
+    from backend.compat.processes import early_core, slow_steps
     from backend.kernels.env import forced
 
     for name in switch_rules.FLAGS:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from backend.compat import cpu_linear
+from backend.compat.linear import cpu_linear
 from backend.config.locations import KERNELS_ENV
 from backend.config.settings import EngineSettings
 from backend.engine.local.log import capture_stderr

@@ -10,7 +10,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from backend.compat import centroid_drafts
+from backend.compat.speculation import centroid_drafts
 from backend.config.settings import EngineSettings
 from backend.engine.local.log import capture_stderr
 from backend.engine.local.vllm import VllmEngine

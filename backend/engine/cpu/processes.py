@@ -34,7 +34,7 @@ def with_children(processes: list[psutil.Process]) -> list[psutil.Process]:
 
 def resident_anon_bytes(processes: list[psutil.Process]) -> int:
     """Their anonymous resident memory (``RssAnon``), with their own children; 0 where unreadable."""
-    from backend.compat.memory_trace import rss_anon_bytes
+    from backend.compat.processes.memory_trace import rss_anon_bytes
 
     return sum(rss_anon_bytes(member.pid) or 0 for member in with_children(processes))
 
@@ -75,7 +75,7 @@ def release_memory() -> None:
     measured 0.5 GiB a start at E2B's size in the app's process, without this)."""
     import gc
 
-    from backend.compat.malloc_trim import trim
+    from backend.compat.processes.malloc_trim import trim
 
     gc.collect()
     trim()

@@ -32,7 +32,7 @@ FULL_FLEX_ATTENTION: dict[str, object] = {"backend_per_kind": {"full_attention":
 """The other backends vLLM 0.32 offers for Gemma 4's 512-dim full layers on Ampere and Ada
 (FlashInfer lists head_dim 512; FlexAttention takes any), the sliding layers left as vLLM chose.
 Per layer kind, not ``backend``: the drafter's sliding layers keep Triton, the one backend vLLM's
-Gemma 4 proposer gives them (``backend.compat.drafter_attention``)."""
+Gemma 4 proposer gives them (``backend.compat.speculation.drafter_attention``)."""
 
 
 @dataclass(frozen=True)

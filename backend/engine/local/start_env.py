@@ -2,7 +2,7 @@
 
 vLLM sets variables while an engine starts, before it spawns the engine core (on the CPU build:
 ``LD_PRELOAD`` with torch's libgomp and vLLM's tcmalloc, ``LOCAL_WORLD_SIZE``, inductor's thread
-counts). ``backend.compat.early_core`` must give its early interpreter exactly that environment,
+counts). ``backend.compat.processes.early_core`` must give its early interpreter exactly that environment,
 so each start records what vLLM changed (variable → value, or None where it removed one) and the
 next start of the same path predicts: this process's environment, the engine's own variables,
 then the recorded changes. A wrong prediction costs the early start, never correctness: the

@@ -8,7 +8,7 @@ cache's load) begun and ended, the KV cache allocated. ``StartupTimings`` lays t
 
 * imports: Python, gemma-chat and vLLM, from launch to vLLM imported;
 * engine core: vLLM's config, the engine-core process spawned, the weights loaded;
-* compile, or cache load where the compile cache loaded (backend.compat.aot_cache_load);
+* compile, or cache load where the compile cache loaded (backend.compat.dependencies.aot_cache_load);
 * KV cache: the cache allocated and vLLM's own profiling run;
 * hand-over: the engine core ready to the engine handed out (tokenizer, prompt renderer);
 * warm-up: the short request before the first timed turn (backend.engine.session.warmup);

@@ -1,9 +1,8 @@
 """``VllmEngine``: vLLM's ``AsyncLLM`` in this process (its engine core runs in child processes).
 
-Start-up runs in a worker thread so the caller's event loop (the TUI) stays responsive;
-engine starts are serialized because each sets process-wide environment variables that
-its spawned children inherit. Every turn streams ``TurnEvent`` values; a dead engine
-core turns into one ``Failed`` event with a sentence saying what happened.
+Start-up runs in a worker thread so the caller's event loop (the TUI) stays responsive; starts are
+serialized (each sets process-wide environment variables its children inherit). Every turn streams
+``TurnEvent`` values; a dead engine core turns into one ``Failed`` event saying what happened.
 """
 
 from __future__ import annotations
@@ -19,7 +18,8 @@ from typing import Any, TypeVar
 
 import psutil
 
-from backend.compat import draft_schedule, early_core
+from backend.compat.processes import early_core
+from backend.compat.speculation.draft_schedule import METHOD as SET_DRAFTS
 from backend.config import cache_json
 from backend.engine import env as vllm_env
 from backend.engine.cpu import footprints, processes
@@ -144,7 +144,7 @@ class VllmEngine:
         ``(up_to, drafts)`` of ``then``, none above (``draft_schedule``)."""
         if self._llm is not None:
             steps = [list(step) for step in then]
-            call = self._llm.engine_core.call_utility_async(draft_schedule.METHOD, drafts, up_to, steps)
+            call = self._llm.engine_core.call_utility_async(SET_DRAFTS, drafts, up_to, steps)
             await self._answer(call)
 
     def _imports(self) -> None:
@@ -173,7 +173,7 @@ class VllmEngine:
 
     def prestart(self) -> None:
         """On the CPU build, start the engine core's interpreter now, so it imports torch and vLLM
-        beside this process (``backend.compat.early_core``); call before importing vLLM. Nothing
+        beside this process (``backend.compat.processes.early_core``); call before importing vLLM. Nothing
         where vLLM does not spawn its engine core (the CUDA build), on a path's first start here
         (vLLM's own variables are learned from it), or with ``GEMMA_CHAT_EARLY_CORE=0``."""
         if self._env_before is not None or self._llm is not None or self._closing:

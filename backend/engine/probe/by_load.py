@@ -6,7 +6,8 @@ rejected draft is work thrown away. Where that turns is a property of the card (
 model and the drafter's acceptance, so ``paths --measure`` measures it after choosing the
 drafts for one request: on the optimized engine itself, at each of a few concurrency levels
 (``LEVELS_GPU`` / ``LEVELS_CPU``, up to the engine's batch limit), ``level`` requests at once with
-``k``, 1 and 0 drafts a step in turn (set through the engine core, ``backend.compat.draft_schedule``),
+``k``, 1 and 0 drafts a step in turn (set through the engine core,
+``backend.compat.speculation.draft_schedule``),
 for ``rounds`` rounds; a count's figure at a level is the median of its aggregate tokens/s.
 
 The rule and the schedule it makes are ``load_rule``'s. The optimized path applies the schedule

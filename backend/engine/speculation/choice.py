@@ -353,12 +353,11 @@ def _gpu_name() -> str:
 def choice_key(
     source: ModelSource, settings: EngineSettings, gpu: bool, cpu_env: dict[str, Argument] | None = None
 ) -> str:
-    """The model's and drafter's files (contents, not paths), dtype, exact mode, device (the GPU's name), vLLM
-    version, CPU features, cores, what the optimized path adds to a CPU engine's environment (the linear
-    kernel's build and threads, every core, how its drafter runs) and the process environment
-    (executor, threads): a choice measured under others does not apply. ``cpu_env``: that
-    environment where the caller has it already (``optimized_cpu_env`` then runs once per start)."""
-    from backend.config.switch_rules import ROW_EXACT_KERNEL
+    """The model's and drafter's files (contents), dtype, exact mode, device, vLLM version, CPU
+    features, cores, the optimized path's CPU environment (kernels, threads, how its drafter runs)
+    and the process environment: a choice measured under others does not apply. ``cpu_env``: that
+    environment where the caller has it (``optimized_cpu_env`` then runs once per start)."""
+    from backend.config.switch_rules import ROW_EXACT_KERNEL as ONE_PASS
     from backend.engine.cpu.env import optimized_cpu_env, speculating_cpu_env
     from backend.provenance import cpu_flags
 
@@ -369,8 +368,7 @@ def choice_key(
         parts += [",".join(cpu_flags()), f"cores={os.cpu_count()}"]
         env = cpu_env if cpu_env is not None else optimized_cpu_env(settings)[0]
         parts += [f"{name}={arg.value}" for name, arg in env.items()]
-        one_pass = ROW_EXACT_KERNEL in env
-        parts += [f"{name}={arg.value}" for name, arg in speculating_cpu_env(one_pass).items()]
+        parts += [f"{name}={arg.value}" for name, arg in speculating_cpu_env(ONE_PASS in env).items()]
     parts += [f"{name}={os.environ.get(name, '')}" for name in KEYED_ENV]
     for role, directory in (("model", source.path), ("drafter", source.drafter)):
         if directory is None:

@@ -7,7 +7,8 @@ machine (``choice_key``: model and drafter files, dtype, vLLM, CPU flags, cores,
 environment): found, it sets the engine's drafts to it and is done (a warm start measures
 nothing). Not found, it measures: the same short greedy prompts, one at a time, on this one engine
 with 0, 1, ... ``most`` drafts a step — the counts taking turns prompt by prompt and set between
-requests through the engine core (``backend.compat.draft_schedule``) — until each count has run every
+requests through the engine core (``backend.compat.speculation.draft_schedule``) — until each
+count has run every
 prompt ``rounds`` times or ``budget_s`` is spent — a deadline every request runs under, so a
 request slowed by a busy machine is stopped where the budget ends, not after it. The rule is the
 probe's (``choose``): the count with the highest median ratio to no drafts, at least

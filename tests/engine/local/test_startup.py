@@ -118,7 +118,8 @@ def test_bench_startup_launches_ask_with_the_model_flags_and_tabulates_warm_runs
 
 def test_the_compile_cache_loads_on_the_cpu_build() -> None:
     """vLLM finalizes a loaded artifact with a method only its own backend's has; torch's inductor
-    artifact (what a CPU compiles to) gets one that does nothing (backend.compat.aot_cache_load)."""
+    artifact (what a CPU compiles to) gets one that does nothing
+    (backend.compat.dependencies.aot_cache_load)."""
     from torch._dynamo.aot_compile_types import BundledAOTAutogradSerializableCallable
     from vllm.compilation import decorators
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from backend.compat import live_spec_metrics
+from backend.compat.speculation import live_spec_metrics
 from backend.config.settings import EngineSettings
 from backend.engine.local.vllm import DEAD_MESSAGE, VllmEngine
 from backend.engine.model.source import ModelSource

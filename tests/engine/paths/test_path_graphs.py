@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.compat import cpu_linear, forced_linear
+from backend.compat.linear import cpu_linear, forced_linear
 from backend.config.settings import EngineSettings
 from backend.engine.model.source import resolve
 from backend.engine.paths import compile_cache

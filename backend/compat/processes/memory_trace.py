@@ -17,7 +17,7 @@ from typing import Any
 
 from backend.compat.after_import import after_import, wrap_own_methods
 from backend.compat.engine_log import log
-from backend.compat.malloc_trim import RUNNERS
+from backend.compat.processes.malloc_trim import RUNNERS
 from backend.config import switch_rules
 from backend.config.switch_rules import on
 

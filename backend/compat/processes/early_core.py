@@ -70,7 +70,8 @@ PRELOAD = (
 ENGINE_CORE_TARGET = "EngineCoreProc.run_engine_core"
 _LENGTH = struct.Struct("!Q")
 _PROGRAM = (
-    "from backend.compat.early_core import child_main; child_main({pipe}, {tracker}, {read_env}, {preload!r})"
+    "from backend.compat.processes.early_core import child_main; "
+    "child_main({pipe}, {tracker}, {read_env}, {preload!r})"
 )
 
 

@@ -27,9 +27,9 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from backend.compat import row_exact_record
 from backend.compat.after_import import after_import
 from backend.compat.engine_log import log, log_once
+from backend.compat.linear import row_exact_record
 from backend.config import switch_rules
 from backend.config.switch_rules import ROW_EXACT_MODES, row_exact_mode, row_exact_rows
 

@@ -1,0 +1,1 @@
+"""Patches for the packages beside vLLM: torchvision, the audio tower, the compile cache, the CLI."""

@@ -1,0 +1,1 @@
+"""Patches for linear layers: the bfloat16 kernel, row-exact verification, embedding packing."""

@@ -1,0 +1,1 @@
+"""Patches for the engine's processes, start-up, memory and steps."""

@@ -1,0 +1,1 @@
+"""Patches for speculative decoding: drafts, their schedule, the drafter and its metrics."""
