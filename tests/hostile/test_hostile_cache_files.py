@@ -119,7 +119,7 @@ GOOD = {
 def test_a_speculation_choice_the_probe_never_writes_is_dropped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, entry: object, said: str
 ) -> None:
-    monkeypatch.setattr(choice.paths, "cache_dir", lambda: tmp_path)
+    monkeypatch.setattr(choice.locations, "cache_dir", lambda: tmp_path)
     monkeypatch.delenv(choice.CHOICES_ENV)
     path = tmp_path / choice.CHOICES_FILE
     path.write_text(json.dumps({"key": entry}))

@@ -21,8 +21,8 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setattr(build.paths, "cache_dir", lambda: tmp_path)
-    monkeypatch.delenv(build.paths.KERNELS_ENV, raising=False)  # the cache folder's own, not the run's
+    monkeypatch.setattr(build.locations, "cache_dir", lambda: tmp_path)
+    monkeypatch.delenv(build.locations.KERNELS_ENV, raising=False)  # the cache folder's own, not the run's
     cache_json.take_notices()
     return tmp_path
 
