@@ -155,7 +155,8 @@ async def _alone_reference(
     paths: Sequence[str] = (),
 ) -> None:
     """Where both paths run, the baseline's batched requests once more, each alone (``alone``)."""
-    if "baseline" not in engines or "optimized" not in {*engines, *paths} or not batched(options):
+    both = "baseline" in engines and "baseline" in runs and "optimized" in {*engines, *paths}
+    if not both or not batched(options):
         return
     progress("baseline: each batched request alone (the parity reference)", 0, 1)
     runs["baseline"].update(await run_alone(engines["baseline"], options, workloads))
