@@ -53,8 +53,7 @@ def run_condensed(command: Sequence[str]) -> tuple[int, list[str]]:
         with subprocess.Popen(
             list(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
         ) as process:
-            assert process.stdout is not None
-            for raw in process.stdout:
+            for raw in process.stdout or ():  # a pipe: always there
                 line = raw.rstrip()
                 if not line or line.startswith("WARNING: Location"):
                     continue

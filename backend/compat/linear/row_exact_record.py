@@ -14,6 +14,7 @@ from typing import Any
 
 from backend.config.cache_json import locked, read_object, write_object
 from backend.config.locations import cache_dir
+from backend.provenance import cpu_flags
 
 RECORD_NAME = "row-exact-layers.json"
 MOST_ENTRIES = 32
@@ -22,15 +23,8 @@ NAMES_KEPT = 64
 
 
 def this_cpu() -> str:
-    """This CPU's feature flags, sorted, as the key's second half (Linux; empty elsewhere)."""
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as handle:
-            for line in handle:
-                if line.startswith("flags"):
-                    return " ".join(sorted(set(line.split(":", 1)[1].split())))
-    except OSError:
-        pass
-    return ""
+    """The CPU classes' flags this CPU has (``provenance.cpu_flags``), as the key's second half."""
+    return " ".join(cpu_flags())
 
 
 def record_file() -> Path:

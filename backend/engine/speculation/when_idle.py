@@ -220,7 +220,8 @@ class IdleMeasurement:
 
     async def settled(self, info: EngineInfo) -> tuple[EngineInfo, ReplyCheck | None]:
         """``info`` once the measurement has ended: naming the choice applied, or why none was."""
-        assert self.task is not None
+        if self.task is None:
+            raise RuntimeError("settled() before the measurement was started")
         outcome = await self.task
         if isinstance(outcome, SpeculationChoice):
             return measured_info(info, self.plan, outcome)
